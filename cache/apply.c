@@ -1,0 +1,343 @@
+/* apply.c - cache_apply_remote: bring the clean part of a store's tree to
+ * a remote listing, in one transaction, recording what changed so that the
+ * caller can invalidate exactly those kernel cache entries.
+ *
+ * The listing goes into a temporary table `rl` so that the set operations
+ * (memories gone, memories moved) are single queries.  Three passes:
+ *   1. clean files whose memory is no longer listed are unlinked; clean
+ *      files whose memory is listed at another path are detached
+ *      (parent NULL) to be re-attached in pass 2 under the same ino;
+ *   2. each listed memory: re-attach a detached node, update a changed
+ *      hash (the bytes are fetched later, keyed by the new hash), or create
+ *      the node and the directories above it;
+ *   3. implied directories (state 0) left empty are unlinked, bottom-up.
+ * Nodes with local changes (state != 0) are never touched here: the sync
+ * engine decides about them. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_internal.h"
+#include "log.h"
+
+void cache_changes_free(struct cache_changes *ch)
+{
+    if (!ch)
+        return;
+    for (size_t i = 0; i < ch->n; i++)
+        free(ch->v[i].name);
+    free(ch->v);
+    memset(ch, 0, sizeof(*ch));
+}
+
+static int record(struct cache_changes *ch, enum cache_change_kind kind, uint64_t parent,
+                  uint64_t ino, const char *name)
+{
+    if (!ch)
+        return 0;
+    if (ch->n == ch->cap) {
+        size_t ncap = ch->cap ? ch->cap * 2 : 32;
+        struct cache_change *v = realloc(ch->v, ncap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        ch->v = v;
+        ch->cap = ncap;
+    }
+    char *dup = strdup(name ? name : "");
+    if (!dup)
+        return -ENOMEM;
+    ch->v[ch->n++] = (struct cache_change){kind, parent, ino, dup};
+    return 0;
+}
+
+static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
+}
+
+/* Unlinks (or only detaches) every node a query selects as (ino, parent,
+ * name), bound with the store id. */
+static int unlink_selected(struct cache *c, const char *sql, const char *store, bool detach_only,
+                           struct cache_changes *ch, size_t *count)
+{
+    sqlite3_stmt *st, *up;
+    int rc = db_prepare(c, sql, &st);
+    if (rc)
+        return rc;
+    rc = db_prepare(c, detach_only ? "UPDATE nodes SET parent = NULL WHERE ino = ?"
+                                   : "UPDATE nodes SET parent = NULL, unlinked = 1 WHERE ino = ?",
+                    &up);
+    if (rc) {
+        sqlite3_finalize(st);
+        return rc;
+    }
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    /* Collect first: updating rows while stepping the same table's query
+     * is allowed in SQLite but makes the iteration order fragile. */
+    struct cache_changes local = {0};
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = record(&local, CACHE_CH_GONE, (uint64_t)sqlite3_column_int64(st, 1),
+                    (uint64_t)sqlite3_column_int64(st, 0),
+                    (const char *)sqlite3_column_text(st, 2));
+        if (rc)
+            break;
+    }
+    rc = (rc == SQLITE_DONE) ? 0 : (rc < 0 ? rc : db_fail(c, rc, "select gone"));
+    sqlite3_finalize(st);
+    for (size_t i = 0; !rc && i < local.n; i++) {
+        sqlite3_reset(up);
+        sqlite3_bind_int64(up, 1, (sqlite3_int64)local.v[i].ino);
+        if (sqlite3_step(up) != SQLITE_DONE)
+            rc = db_fail(c, SQLITE_ERROR, "unlink node");
+        else
+            rc = record(ch, CACHE_CH_GONE, local.v[i].parent, local.v[i].ino, local.v[i].name);
+    }
+    sqlite3_finalize(up);
+    if (count)
+        *count = local.n;
+    cache_changes_free(&local);
+    return rc;
+}
+
+/* Finds or makes the directory at path (a memory path, "/" for the root)
+ * under root; gives its ino, or -ENOTDIR when a file is in the way. */
+static int ensure_dir(struct cache *c, const char *store, uint64_t root, const char *path,
+                      uint64_t *ino, struct cache_changes *ch)
+{
+    uint64_t cur = root;
+    const char *p = path + 1;
+    int rc = 0;
+    while (*p) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        char *seg = strndup(p, n);
+        char *sub = strndup(path, (size_t)(p - path) + n);
+        if (!seg || !sub) {
+            free(seg);
+            free(sub);
+            return -ENOMEM;
+        }
+        sqlite3_stmt *st;
+        rc = db_prepare(c, "SELECT ino, is_dir FROM nodes WHERE parent = ? AND name = ?", &st);
+        if (!rc) {
+            sqlite3_bind_int64(st, 1, (sqlite3_int64)cur);
+            sqlite3_bind_text(st, 2, seg, -1, SQLITE_TRANSIENT);
+            int s = sqlite3_step(st);
+            if (s == SQLITE_ROW) {
+                uint64_t next = (uint64_t)sqlite3_column_int64(st, 0);
+                rc = sqlite3_column_int(st, 1) ? 0 : -ENOTDIR;
+                sqlite3_finalize(st);
+                cur = next;
+            } else {
+                sqlite3_finalize(st);
+                int64_t now = db_now_ns();
+                rc = db_prepare(c, "INSERT INTO nodes(store, parent, name, path, is_dir, mtime,"
+                                   " ctime) VALUES (?, ?, ?, ?, 1, ?, ?)", &st);
+                if (!rc) {
+                    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+                    sqlite3_bind_int64(st, 2, (sqlite3_int64)cur);
+                    sqlite3_bind_text(st, 3, seg, -1, SQLITE_TRANSIENT);
+                    sqlite3_bind_text(st, 4, sub, -1, SQLITE_TRANSIENT);
+                    sqlite3_bind_int64(st, 5, now);
+                    sqlite3_bind_int64(st, 6, now);
+                    rc = step_done(c, st, "insert dir");
+                }
+                if (!rc) {
+                    uint64_t parent = cur;
+                    cur = (uint64_t)sqlite3_last_insert_rowid(c->db);
+                    rc = record(ch, CACHE_CH_NEW, parent, cur, seg);
+                }
+            }
+        }
+        free(seg);
+        free(sub);
+        if (rc)
+            return rc;
+        if (!slash)
+            break;
+        p = slash + 1;
+    }
+    *ino = cur;
+    return 0;
+}
+
+/* Splits a memory path into its directory ("/" for top level) and name. */
+static int split_path(const char *path, char **dir, const char **name)
+{
+    const char *slash = strrchr(path, '/');
+    *name = slash + 1;
+    *dir = (slash == path) ? strdup("/") : strndup(path, (size_t)(slash - path));
+    return *dir ? 0 : -ENOMEM;
+}
+
+/* Pass 2 for one listed memory. */
+static int apply_one(struct cache *c, const char *store, uint64_t root, const struct cache_remote *r,
+                     struct cache_changes *ch)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "SELECT ino, parent IS NULL, state, COALESCE(sha, ''), path"
+                           " FROM nodes WHERE store = ? AND memory_id = ? AND unlinked = 0"
+                           " AND is_dir = 0", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, r->memory_id, -1, SQLITE_TRANSIENT);
+    uint64_t ino = 0;
+    bool detached = false, found = false, same_sha = false;
+    int state = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        found = true;
+        ino = (uint64_t)sqlite3_column_int64(st, 0);
+        detached = sqlite3_column_int(st, 1) != 0;
+        state = sqlite3_column_int(st, 2);
+        same_sha = strcmp((const char *)sqlite3_column_text(st, 3), r->sha) == 0;
+    }
+    sqlite3_finalize(st);
+    if (found && state != CNODE_CLEAN)
+        return 0; /* local changes: the sync engine decides */
+    if (found && !detached) {
+        if (same_sha)
+            return 0;
+        rc = db_prepare(c, "UPDATE nodes SET sha = ?1, base_sha = ?1, size = ?2, mtime = ?3,"
+                           " ctime = ?3 WHERE ino = ?4", &st);
+        if (rc)
+            return rc;
+        sqlite3_bind_text(st, 1, r->sha, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)r->size);
+        sqlite3_bind_int64(st, 3, db_now_ns());
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)ino);
+        rc = step_done(c, st, "update node");
+        return rc ? rc : record(ch, CACHE_CH_CONTENT, 0, ino, NULL);
+    }
+
+    /* A new memory, or a moved one to re-attach: the target must be free. */
+    char *dir;
+    const char *name;
+    if ((rc = split_path(r->path, &dir, &name)))
+        return rc;
+    uint64_t parent;
+    rc = ensure_dir(c, store, root, dir, &parent, ch);
+    free(dir);
+    if (rc == -ENOTDIR) {
+        log_warn("a remote memory lies below a local file; leaving it out until the sync resolves it",
+                 "memory_store_id", store, "path", r->path);
+        return 0;
+    }
+    if (rc)
+        return rc;
+    rc = db_prepare(c, "SELECT 1 FROM nodes WHERE parent = ? AND name = ?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    bool taken = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (taken)
+        return 0; /* a local node holds the path (a detached one stays so); the sync decides */
+    int64_t now = db_now_ns();
+    if (found) {
+        rc = db_prepare(c, "UPDATE nodes SET parent = ?1, name = ?2, path = ?3, base_path = ?3,"
+                           " sha = ?4, base_sha = ?4, size = ?5, ctime = ?6 WHERE ino = ?7", &st);
+        if (rc)
+            return rc;
+        sqlite3_bind_int64(st, 7, (sqlite3_int64)ino);
+    } else {
+        rc = db_prepare(c, "INSERT INTO nodes(parent, name, path, base_path, sha, base_sha, size,"
+                           " ctime, mtime, store, memory_id, is_dir, state)"
+                           " VALUES (?1, ?2, ?3, ?3, ?4, ?4, ?5, ?6, ?6, ?7, ?8, 0, 0)", &st);
+        if (rc)
+            return rc;
+        sqlite3_bind_text(st, 7, store, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 8, r->memory_id, -1, SQLITE_TRANSIENT);
+    }
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, r->path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, r->sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)r->size);
+    sqlite3_bind_int64(st, 6, now);
+    rc = step_done(c, st, found ? "attach node" : "insert node");
+    if (rc)
+        return rc;
+    if (!found)
+        ino = (uint64_t)sqlite3_last_insert_rowid(c->db);
+    return record(ch, CACHE_CH_NEW, parent, ino, name);
+}
+
+static int load_listing(struct cache *c, const struct cache_remote *r, size_t n)
+{
+    int rc = db_exec(c, "CREATE TEMP TABLE IF NOT EXISTS rl(memory_id TEXT PRIMARY KEY,"
+                        " path TEXT, sha TEXT, size INTEGER); DELETE FROM rl;");
+    if (rc)
+        return rc;
+    sqlite3_stmt *st;
+    rc = db_prepare(c, "INSERT OR REPLACE INTO rl(memory_id, path, sha, size) VALUES (?,?,?,?)",
+                    &st);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, r[i].memory_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, r[i].path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, r[i].sha, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)r[i].size);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = db_fail(c, SQLITE_ERROR, "load listing");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int cache_apply_remote(struct cache *c, const char *store, const struct cache_remote *r, size_t n,
+                       struct cache_changes *ch)
+{
+    sqlite3_stmt *st;
+    uint64_t root = 0;
+    db_lock(c);
+    int rc = db_begin(c);
+    if (rc)
+        goto out;
+    rc = db_prepare(c, "SELECT root FROM stores WHERE id = ?", &st);
+    if (rc)
+        goto out;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        root = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (!root) {
+        rc = -ENOENT;
+        goto out;
+    }
+    if ((rc = load_listing(c, r, n)))
+        goto out;
+    rc = unlink_selected(c,
+        "SELECT ino, parent, name FROM nodes WHERE store = ?1 AND is_dir = 0 AND unlinked = 0"
+        " AND parent IS NOT NULL AND state = 0 AND memory_id IS NOT NULL"
+        " AND memory_id NOT IN (SELECT memory_id FROM rl)", store, false, ch, NULL);
+    if (!rc)
+        rc = unlink_selected(c,
+            "SELECT n.ino, n.parent, n.name FROM nodes n JOIN rl ON rl.memory_id = n.memory_id"
+            " WHERE n.store = ?1 AND n.is_dir = 0 AND n.unlinked = 0 AND n.parent IS NOT NULL"
+            " AND n.state = 0 AND n.path != rl.path", store, true, ch, NULL);
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = apply_one(c, store, root, &r[i], ch);
+    /* Detached nodes that found no place are gone for this session. */
+    if (!rc)
+        rc = db_exec(c, "UPDATE nodes SET unlinked = 1 WHERE parent IS NULL AND unlinked = 0"
+                        " AND ino > 2 AND path != '/'");
+    for (size_t pruned = 1; !rc && pruned;)
+        rc = unlink_selected(c,
+            "SELECT d.ino, d.parent, d.name FROM nodes d WHERE d.store = ?1 AND d.is_dir = 1"
+            " AND d.parent IS NOT NULL AND d.unlinked = 0 AND d.state = 0"
+            " AND NOT EXISTS (SELECT 1 FROM nodes k WHERE k.parent = d.ino)",
+            store, false, ch, &pruned);
+    if (!rc)
+        rc = db_commit(c);
+out:
+    if (rc)
+        db_rollback(c);
+    db_unlock(c);
+    return rc;
+}

@@ -1,0 +1,90 @@
+/* blobs.c - content bytes keyed by their SHA-256.
+ *
+ * A blob is immutable: its key is the hash of its bytes, so two nodes (or
+ * two sessions reusing a cache directory) holding the same content share
+ * one row, and content already here is never downloaded again.  Blobs that
+ * no node references are dropped by cache_gc_blobs. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_internal.h"
+
+int cache_blob_get(struct cache *c, const char *sha, char **buf, size_t *len)
+{
+    sqlite3_stmt *st;
+    *buf = NULL;
+    *len = 0;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT data FROM blobs WHERE sha = ?", &st);
+    if (rc)
+        goto out;
+    sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const void *d = sqlite3_column_blob(st, 0);
+        int n = sqlite3_column_bytes(st, 0);
+        *buf = malloc((size_t)n + 1);
+        if (!*buf) {
+            rc = -ENOMEM;
+        } else {
+            if (n)
+                memcpy(*buf, d, (size_t)n);
+            (*buf)[n] = '\0';
+            *len = (size_t)n;
+            rc = 0;
+        }
+    } else if (rc == SQLITE_DONE) {
+        rc = -ENOENT;
+    } else {
+        rc = db_fail(c, rc, "get blob");
+    }
+    sqlite3_finalize(st);
+out:
+    db_unlock(c);
+    return rc;
+}
+
+int cache_blob_put(struct cache *c, const char *sha, const char *buf, size_t len)
+{
+    char own[SHA256_HEX_LEN + 1];
+    if (!sha) {
+        sha256_hex(buf, len, own);
+        sha = own;
+    }
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_blob(st, 2, len ? buf : "", (int)len, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+        rc = (rc == SQLITE_DONE) ? 0 : db_fail(c, rc, "put blob");
+        sqlite3_finalize(st);
+    }
+    db_unlock(c);
+    return rc;
+}
+
+bool cache_blob_has(struct cache *c, const char *sha)
+{
+    sqlite3_stmt *st;
+    bool has = false;
+    db_lock(c);
+    if (db_prepare(c, "SELECT 1 FROM blobs WHERE sha = ?", &st) == 0) {
+        sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
+        has = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+    }
+    db_unlock(c);
+    return has;
+}
+
+int cache_gc_blobs(struct cache *c)
+{
+    db_lock(c);
+    int rc = db_exec(c, "DELETE FROM blobs WHERE sha NOT IN"
+                        " (SELECT sha FROM nodes WHERE sha IS NOT NULL)");
+    db_unlock(c);
+    return rc;
+}

@@ -1,0 +1,220 @@
+/* db.c - the cache's SQLite connection: opening, schema, transactions and
+ * the translation of SQLite result codes into negative errnos.
+ *
+ * One connection per struct cache, serialised by cache->lock (taken by each
+ * public cache_* function for its whole duration; never held across a
+ * return, so no caller can hold it during HTTP or FUSE work).  WAL mode with
+ * synchronous=NORMAL: a committed transaction survives the daemon being
+ * killed; only a power loss may take the last ones.  Inode numbers are the
+ * rowids of `nodes` (AUTOINCREMENT, so a number is never reused); rows 1
+ * and 2 are reserved placeholders (the FUSE root and the marker). */
+#include "db_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "log.h"
+
+static const char schema[] =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
+    "CREATE TABLE IF NOT EXISTS stores("
+    "  id TEXT PRIMARY KEY, root INTEGER NOT NULL, read_only INTEGER NOT NULL DEFAULT 0,"
+    "  last_sync INTEGER, last_result TEXT);"
+    "CREATE TABLE IF NOT EXISTS nodes("
+    "  ino INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  store TEXT NOT NULL,"
+    "  parent INTEGER,"              /* NULL: a root, a placeholder or an unlinked node */
+    "  name TEXT NOT NULL,"
+    "  path TEXT NOT NULL,"          /* memory path; '/' for a root */
+    "  is_dir INTEGER NOT NULL,"
+    "  size INTEGER NOT NULL DEFAULT 0,"
+    "  mtime INTEGER NOT NULL, ctime INTEGER NOT NULL,"
+    "  sha TEXT,"                    /* hash of the current content */
+    "  memory_id TEXT,"              /* remote identity, NULL if never synced */
+    "  base_sha TEXT, base_path TEXT,"  /* baseline at the last sync */
+    "  state INTEGER NOT NULL DEFAULT 0,"  /* 0 clean, 1 dirty, 2 refused */
+    "  refused_sha TEXT, refused_why TEXT,"
+    "  unlinked INTEGER NOT NULL DEFAULT 0,"
+    "  UNIQUE(parent, name));"
+    "CREATE INDEX IF NOT EXISTS nodes_store_path ON nodes(store, path);"
+    "CREATE INDEX IF NOT EXISTS nodes_store_mem ON nodes(store, memory_id);"
+    "CREATE TABLE IF NOT EXISTS blobs(sha TEXT PRIMARY KEY, data BLOB NOT NULL);"
+    "INSERT OR IGNORE INTO nodes(ino, store, parent, name, path, is_dir, mtime, ctime)"
+    "  VALUES (1, '', NULL, '(root)', '', 1, 0, 0), (2, '', NULL, '(marker)', '', 0, 0, 0);"
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '1');";
+
+int db_errno(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE:
+        return 0;
+    case SQLITE_NOMEM:
+        return -ENOMEM;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return -EBUSY;
+    case SQLITE_READONLY:
+        return -EROFS;
+    case SQLITE_FULL:
+        return -ENOSPC;
+    case SQLITE_CANTOPEN:
+        return -EACCES;
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return -EPERM;
+    case SQLITE_CONSTRAINT:
+        return -EEXIST;
+    case SQLITE_TOOBIG:
+        return -EFBIG;
+    case SQLITE_NOTFOUND:
+        return -ENOENT;
+    case SQLITE_INTERRUPT:
+        return -EINTR;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_IOERR:
+    default:
+        return -EIO;
+    }
+}
+
+int db_fail(struct cache *c, int rc, const char *what)
+{
+    log_error("cache database error", "op", what, "error", sqlite3_errmsg(c->db));
+    return db_errno(rc);
+}
+
+int db_prepare(struct cache *c, const char *sql, sqlite3_stmt **st)
+{
+    int rc = sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
+    if (rc != SQLITE_OK)
+        return db_fail(c, rc, sql);
+    return 0;
+}
+
+int db_exec(struct cache *c, const char *sql)
+{
+    char *err = NULL;
+    int rc = sqlite3_exec(c->db, sql, NULL, NULL, &err);
+    if (rc != SQLITE_OK) {
+        log_error("cache database error", "op", sql, "error", err ? err : "?");
+        sqlite3_free(err);
+        return db_errno(rc);
+    }
+    return 0;
+}
+
+int db_begin(struct cache *c)
+{
+    return db_exec(c, "BEGIN IMMEDIATE");
+}
+
+int db_commit(struct cache *c)
+{
+    return db_exec(c, "COMMIT");
+}
+
+void db_rollback(struct cache *c)
+{
+    if (!sqlite3_get_autocommit(c->db))
+        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int64_t db_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* mkdir -p with mode 0700 for the parts it creates. */
+static int make_dirs(const char *dir)
+{
+    char *p = strdup(dir);
+    if (!p)
+        return -ENOMEM;
+    int rc = 0;
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == '\0') {
+            char save = *s;
+            *s = '\0';
+            if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+                rc = -errno;
+                break;
+            }
+            *s = save;
+            if (!save)
+                break;
+        }
+    }
+    free(p);
+    return rc;
+}
+
+int cache_open(const char *dir, struct cache **out)
+{
+    *out = NULL;
+    int rc = make_dirs(dir);
+    if (rc) {
+        log_error("cannot create the cache directory", "dir", dir, "error", strerror(-rc));
+        return rc;
+    }
+    struct cache *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    pthread_mutex_init(&c->lock, NULL);
+    c->dir = strdup(dir);
+    char *file = NULL;
+    if (!c->dir || asprintf(&file, "%s/cache.db", dir) < 0) {
+        file = NULL;
+        rc = -ENOMEM;
+        goto fail;
+    }
+    int src = sqlite3_open_v2(file, &c->db,
+                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                              NULL);
+    if (src != SQLITE_OK) {
+        log_error("cannot open the cache database", "file", file,
+                  "error", c->db ? sqlite3_errmsg(c->db) : "out of memory");
+        rc = db_errno(src);
+        goto fail;
+    }
+    sqlite3_busy_timeout(c->db, 10000);
+    rc = db_exec(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                    "PRAGMA foreign_keys=OFF;");
+    if (!rc)
+        rc = db_exec(c, schema);
+    if (rc)
+        goto fail;
+    /* Unlinked nodes were kept only while the kernel referenced them; no
+     * kernel references survive a restart. */
+    rc = db_exec(c, "DELETE FROM nodes WHERE unlinked = 1");
+    if (rc)
+        goto fail;
+    free(file);
+    *out = c;
+    return 0;
+fail:
+    free(file);
+    cache_close(&c);
+    return rc ? rc : -EIO;
+}
+
+void cache_close(struct cache **cp)
+{
+    struct cache *c = cp ? *cp : NULL;
+    if (!c)
+        return;
+    if (c->db)
+        sqlite3_close_v2(c->db);
+    pthread_mutex_destroy(&c->lock);
+    free(c->dir);
+    free(c);
+    *cp = NULL;
+}

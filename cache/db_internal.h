@@ -1,0 +1,40 @@
+/* db_internal.h - what the files of cache/ share about the SQLite connection.
+ * Not for use outside cache/. */
+#ifndef MFS_DB_INTERNAL_H
+#define MFS_DB_INTERNAL_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+
+#include "cache.h"
+
+struct cache {
+    sqlite3 *db;           /* guarded by lock */
+    pthread_mutex_t lock;  /* taken by every public cache_* call, never held on return */
+    char *dir;
+};
+
+/* SQLite result code -> negative errno (the one translation table). */
+int db_errno(int rc);
+/* Logs a SQLite failure (with the statement's text) and returns db_errno. */
+int db_fail(struct cache *c, int rc, const char *what);
+
+int db_prepare(struct cache *c, const char *sql, sqlite3_stmt **st);
+/* Runs sql with no results. */
+int db_exec(struct cache *c, const char *sql);
+int db_begin(struct cache *c);
+int db_commit(struct cache *c);
+void db_rollback(struct cache *c);
+
+static inline void db_lock(struct cache *c)
+{
+    pthread_mutex_lock(&c->lock);
+}
+static inline void db_unlock(struct cache *c)
+{
+    pthread_mutex_unlock(&c->lock);
+}
+
+int64_t db_now_ns(void);
+
+#endif

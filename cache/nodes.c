@@ -1,0 +1,286 @@
+/* nodes.c - the cache's tree: reading nodes (lookup, getattr, readdir) and
+ * bringing a store's clean nodes to a remote listing (cache_apply_remote).
+ *
+ * Invariants (checked by tests/test_cache.c):
+ *  - a live node has parent != NULL except a store root; (parent, name) is
+ *    unique; path is the parent's path + "/" + name ("/" for a root);
+ *  - a directory is either implied by the memories below it (state 0) or
+ *    was made locally with mkdir (state 1); only implied ones are pruned
+ *    when they become empty;
+ *  - a removed node that the kernel may still reference is kept with
+ *    unlinked = 1 and parent NULL until the next cache_open.
+ * Every function takes c->lock for its whole duration (db_lock). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_internal.h"
+#include "log.h"
+
+#define NODE_COLS                                                                                  \
+    "ino, parent, name, path, is_dir, size, mtime, ctime, sha, memory_id, base_sha, state,"      \
+    " (sha IS NOT NULL AND EXISTS(SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))"
+
+void cnode_clear(struct cnode *n)
+{
+    if (!n)
+        return;
+    free(n->name);
+    free(n->path);
+    memset(n, 0, sizeof(*n));
+}
+
+static void copy_text(char *dst, size_t cap, sqlite3_stmt *st, int col)
+{
+    const unsigned char *t = sqlite3_column_text(st, col);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+/* Fills n from a row selected with NODE_COLS. */
+static int row_to_node(sqlite3_stmt *st, struct cnode *n)
+{
+    memset(n, 0, sizeof(*n));
+    n->ino = (uint64_t)sqlite3_column_int64(st, 0);
+    n->parent = (uint64_t)sqlite3_column_int64(st, 1);
+    const unsigned char *name = sqlite3_column_text(st, 2);
+    const unsigned char *path = sqlite3_column_text(st, 3);
+    n->name = strdup(name ? (const char *)name : "");
+    n->path = strdup(path ? (const char *)path : "");
+    if (!n->name || !n->path) {
+        cnode_clear(n);
+        return -ENOMEM;
+    }
+    n->is_dir = sqlite3_column_int(st, 4) != 0;
+    n->size = (uint64_t)sqlite3_column_int64(st, 5);
+    n->mtime_ns = sqlite3_column_int64(st, 6);
+    n->ctime_ns = sqlite3_column_int64(st, 7);
+    copy_text(n->sha, sizeof(n->sha), st, 8);
+    copy_text(n->memory_id, sizeof(n->memory_id), st, 9);
+    copy_text(n->base_sha, sizeof(n->base_sha), st, 10);
+    n->state = sqlite3_column_int(st, 11);
+    n->has_content = sqlite3_column_int(st, 12) != 0;
+    return 0;
+}
+
+/* Runs a prepared single-row select; -ENOENT when there is no row. */
+static int one_node(struct cache *c, sqlite3_stmt *st, struct cnode *out)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        rc = out ? row_to_node(st, out) : 0;
+    else if (rc == SQLITE_DONE)
+        rc = -ENOENT;
+    else
+        rc = db_fail(c, rc, "select node");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int cache_store_attach(struct cache *c, const char *store_id, bool read_only, uint64_t *root_ino)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    db_lock(c);
+    rc = db_begin(c);
+    if (rc)
+        goto out;
+    rc = db_prepare(c, "SELECT root FROM stores WHERE id = ?", &st);
+    if (rc)
+        goto out;
+    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *root_ino = (uint64_t)sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        st = NULL;
+        rc = db_prepare(c, "UPDATE stores SET read_only = ? WHERE id = ?", &st);
+        if (rc)
+            goto out;
+        sqlite3_bind_int(st, 1, read_only);
+        sqlite3_bind_text(st, 2, store_id, -1, SQLITE_TRANSIENT);
+    } else {
+        sqlite3_finalize(st);
+        int64_t now = db_now_ns();
+        rc = db_prepare(c, "INSERT INTO nodes(store, parent, name, path, is_dir, mtime, ctime)"
+                           " VALUES (?, NULL, '', '/', 1, ?, ?)", &st);
+        if (rc)
+            goto out;
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 2, now);
+        sqlite3_bind_int64(st, 3, now);
+        if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
+            rc = db_fail(c, rc, "insert root");
+            goto out;
+        }
+        sqlite3_finalize(st);
+        *root_ino = (uint64_t)sqlite3_last_insert_rowid(c->db);
+        rc = db_prepare(c, "INSERT INTO stores(id, root, read_only) VALUES (?, ?, ?)", &st);
+        if (rc)
+            goto out;
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)*root_ino);
+        sqlite3_bind_int(st, 3, read_only);
+    }
+    if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
+        rc = db_fail(c, rc, "attach store");
+        goto out;
+    }
+    rc = db_commit(c);
+out:
+    sqlite3_finalize(st);
+    if (rc)
+        db_rollback(c);
+    db_unlock(c);
+    return rc;
+}
+
+int cache_getattr(struct cache *c, uint64_t ino, struct cnode *out)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE ino = ? AND ino > 2", &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+        rc = one_node(c, st, out);
+    }
+    db_unlock(c);
+    return rc;
+}
+
+int cache_lookup(struct cache *c, uint64_t parent, const char *name, struct cnode *out)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE parent = ? AND name = ?", &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
+        sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+        rc = one_node(c, st, out);
+    }
+    db_unlock(c);
+    return rc;
+}
+
+/* Steps st, calling fn on each row. */
+static int each_node(struct cache *c, sqlite3_stmt *st, cache_node_fn fn, void *arg)
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct cnode n;
+        int r = row_to_node(st, &n);
+        if (!r)
+            r = fn(arg, &n);
+        cnode_clear(&n);
+        if (r) {
+            sqlite3_finalize(st);
+            return r;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "list nodes");
+}
+
+int cache_readdir(struct cache *c, uint64_t dir, uint64_t after, cache_node_fn fn, void *arg)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE parent = ? AND ino > ?"
+                           " ORDER BY ino", &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)dir);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)after);
+        rc = each_node(c, st, fn, arg);
+    }
+    db_unlock(c);
+    return rc;
+}
+
+int cache_store_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
+                           " AND unlinked = 0 AND parent IS NOT NULL ORDER BY path", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = each_node(c, st, fn, arg);
+    }
+    db_unlock(c);
+    return rc;
+}
+
+int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *s)
+{
+    sqlite3_stmt *st;
+    memset(s, 0, sizeof(*s));
+    db_lock(c);
+    int rc = db_prepare(c,
+        "SELECT COALESCE(SUM(is_dir = 0), 0), COALESCE(SUM(is_dir = 1 AND parent IS NOT NULL), 0),"
+        " COALESCE(SUM(CASE WHEN is_dir = 0 THEN size ELSE 0 END), 0),"
+        " COALESCE(SUM(is_dir = 0 AND state = 1), 0), COALESCE(SUM(is_dir = 0 AND state = 2), 0),"
+        " COALESCE(SUM(is_dir = 0 AND (sha IS NULL OR NOT EXISTS"
+        "   (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))), 0)"
+        " FROM nodes WHERE store = ? AND unlinked = 0", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            s->files = (uint64_t)sqlite3_column_int64(st, 0);
+            s->dirs = (uint64_t)sqlite3_column_int64(st, 1);
+            s->bytes = (uint64_t)sqlite3_column_int64(st, 2);
+            s->dirty = (uint64_t)sqlite3_column_int64(st, 3);
+            s->refused = (uint64_t)sqlite3_column_int64(st, 4);
+            s->missing_content = (uint64_t)sqlite3_column_int64(st, 5);
+            rc = 0;
+        } else {
+            rc = db_fail(c, rc, "store stats");
+        }
+        sqlite3_finalize(st);
+    }
+    db_unlock(c);
+    return rc;
+}
+
+int cache_missing_content(struct cache *c, const char *store_id, struct cache_missing **out,
+                          size_t *n)
+{
+    sqlite3_stmt *st;
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT memory_id, sha FROM nodes WHERE store = ? AND is_dir = 0"
+                           " AND unlinked = 0 AND memory_id IS NOT NULL AND sha IS NOT NULL"
+                           " AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)"
+                           " ORDER BY path", &st);
+    if (rc)
+        goto out;
+    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct cache_missing *v = realloc(*out, ncap * sizeof(*v));
+            if (!v) {
+                rc = -ENOMEM;
+                break;
+            }
+            *out = v;
+            cap = ncap;
+        }
+        copy_text((*out)[*n].memory_id, CACHE_ID_MAX, st, 0);
+        copy_text((*out)[*n].sha, SHA256_HEX_LEN + 1, st, 1);
+        (*n)++;
+    }
+    if (rc == SQLITE_DONE)
+        rc = 0;
+    else if (rc > 0)
+        rc = db_fail(c, rc, "missing content");
+    sqlite3_finalize(st);
+out:
+    db_unlock(c);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}

@@ -1,0 +1,39 @@
+/* cli.h - the command line of memstorefs (parsed in cli.c). */
+#ifndef MFS_CLI_H
+#define MFS_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct session_store;
+
+struct mount_opts {
+    struct session_store *stores; /* from --session or --store */
+    size_t n_stores;
+    int sync_interval;            /* seconds, >= 5 */
+    int flush_timeout;            /* seconds */
+    char *deletions;              /* enabled | log_only | disabled */
+    char *cache_dir;
+    char *log_file;               /* background mode: where the log goes */
+    char *log_level;
+    uid_t uid;
+    gid_t gid;
+    bool foreground;
+    char *fuse_opts;              /* extra -o options, comma-joined, or NULL */
+};
+
+void mount_opts_free(struct mount_opts *o);
+/* Parses `mount` arguments (argv[0] is "mount").  0, or 2 after printing a
+ * usage error. */
+int cli_parse_mount(int argc, char **argv, struct mount_opts *o);
+/* The default cache directory (malloc'd). */
+char *cli_default_cache_dir(void);
+
+/* daemon.c: runs the mount command; returns the exit status. */
+int daemon_mount(struct mount_opts *o);
+/* control.c: the unmount and status commands; return exit statuses. */
+int control_unmount(int argc, char **argv);
+int control_status(int argc, char **argv);
+
+#endif

@@ -1,0 +1,364 @@
+/* control.c - the daemon's control socket and the commands that use it.
+ *
+ * Protocol: the client sends one line; the daemon answers with lines and a
+ * final "ok" or "error <reason>":
+ *   unmount <path>   tear down the store mounted at path
+ *   unmount-all      tear down every store (the daemon then exits)
+ *   status           one JSON object per store, then ok
+ * The daemon serves one connection at a time from its main thread.
+ *
+ * `memstorefs unmount` finds the daemon of a path through the store lock
+ * files (runtime.c).  A lock file whose daemon is dead marks a dead mount:
+ * unmount detaches it and removes the directories that mount created. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cli.h"
+#include "daemon.h"
+#include "engine.h"
+#include "log.h"
+#include "runtime.h"
+
+static void say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(int fd, const char *fmt, ...)
+{
+    char buf[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        (void)!send(fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1, MSG_NOSIGNAL);
+}
+
+/* JSON string body escaping for paths and reasons. */
+static void json_str(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+    for (; s && *s && o + 8 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c < 0x20) {
+            o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o] = '\0';
+}
+
+static void serve_status(struct daemon *d, int fd)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        struct fs_store *s = &d->stores[i];
+        if (s->gone)
+            continue;
+        struct cache_store_stats st;
+        if (cache_store_stats(d->cache, s->id, &st) != 0)
+            memset(&st, 0, sizeof(st));
+        int64_t when = 0;
+        char result[512] = "", path[8192], res[1200];
+        syncer_last(d->sync, s->sync_idx, &when, result, sizeof(result));
+        json_str(path, sizeof(path), s->mount_path);
+        json_str(res, sizeof(res), result);
+        say(fd, "{\"memory_store_id\":\"%s\",\"mount_path\":\"%s\",\"access\":\"%s\","
+                "\"pid\":%d,\"memories\":%llu,\"directories\":%llu,\"bytes\":%llu,"
+                "\"dirty\":%llu,\"refused\":%llu,\"content_missing\":%llu,"
+                "\"last_sync\":%lld,\"last_result\":\"%s\"}\n",
+            s->id, path, s->read_only ? "read_only" : "read_write", (int)getpid(),
+            (unsigned long long)st.files, (unsigned long long)st.dirs,
+            (unsigned long long)st.bytes, (unsigned long long)st.dirty,
+            (unsigned long long)st.refused, (unsigned long long)st.missing_content,
+            (long long)when, res);
+    }
+    say(fd, "ok\n");
+}
+
+void control_serve(struct daemon *d, int listen_fd)
+{
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    char line[4200];
+    size_t n = 0;
+    struct pollfd p = {fd, POLLIN, 0};
+    while (n < sizeof(line) - 1 && poll(&p, 1, 2000) == 1) {
+        ssize_t r = recv(fd, line + n, sizeof(line) - 1 - n, 0);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        if (memchr(line, '\n', n))
+            break;
+    }
+    line[n] = '\0';
+    char *nl = strchr(line, '\n');
+    if (nl)
+        *nl = '\0';
+    if (strcmp(line, "status") == 0) {
+        serve_status(d, fd);
+    } else if (strcmp(line, "unmount-all") == 0) {
+        for (size_t i = 0; i < d->n; i++)
+            if (!d->stores[i].gone)
+                daemon_teardown_store(&d->stores[i]);
+        say(fd, "ok\n");
+    } else if (strncmp(line, "unmount ", 8) == 0) {
+        const char *path = line + 8;
+        bool found = false;
+        for (size_t i = 0; i < d->n; i++) {
+            struct fs_store *s = &d->stores[i];
+            if (!s->gone && strcmp(s->mount_path, path) == 0) {
+                daemon_teardown_store(s);
+                found = true;
+            }
+        }
+        if (found)
+            say(fd, "ok\n");
+        else
+            say(fd, "error no memory store of this daemon is mounted at %s\n", path);
+    } else {
+        say(fd, "error unknown command\n");
+    }
+    close(fd);
+}
+
+/* Sends cmd to daemon pid and copies its answer lines (but the final one)
+ * to out.  Returns 0 on "ok", -EIO with the reason printed otherwise. */
+static int ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    char path[4200];
+    int rc = rt_sock_path(pid, path, sizeof(path));
+    if (rc || strlen(path) >= sizeof(a.sun_path))
+        return rc ? rc : -ENAMETOOLONG;
+    memcpy(a.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    (void)!send(fd, cmd, strlen(cmd), MSG_NOSIGNAL);
+    (void)!send(fd, "\n", 1, MSG_NOSIGNAL);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    struct pollfd p = {fd, POLLIN, 0};
+    for (;;) {
+        if (poll(&p, 1, timeout_s * 1000) != 1) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        if (len + 4096 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                rc = -ENOMEM;
+                break;
+            }
+            buf = nb;
+        }
+        ssize_t r = recv(fd, buf + len, cap - len - 1, 0);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    if (!buf)
+        return rc ? rc : -EIO;
+    buf[len] = '\0';
+    /* The last line is the verdict. */
+    while (len && buf[len - 1] == '\n')
+        buf[--len] = '\0';
+    char *last = strrchr(buf, '\n');
+    char *verdict = last ? last + 1 : buf;
+    if (last && out)
+        fwrite(buf, 1, (size_t)(last - buf) + 1, out);
+    if (!rc && strcmp(verdict, "ok") != 0) {
+        fprintf(stderr, "memstorefs: %s\n", strncmp(verdict, "error ", 6) == 0 ? verdict + 6
+                                                                              : verdict);
+        rc = -EIO;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Detaches a dead mount (its daemon was killed) and removes what it made. */
+static int clean_dead(const char *file, const struct rt_lockinfo *info)
+{
+    int rc = 0;
+    if (umount2(info->mount_path, MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+        /* Not root: fusermount3 can detach a FUSE mount of ours. */
+        pid_t pid = fork();
+        if (pid == 0) {
+            execlp("fusermount3", "fusermount3", "-u", "-z", "-q", info->mount_path,
+                   (char *)NULL);
+            _exit(127);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            rc = -EPERM;
+    }
+    for (int i = info->n_created; i-- > 0;)
+        rmdir(info->created[i]);
+    unlink(file);
+    if (rc)
+        fprintf(stderr, "memstorefs: cannot detach the dead mount at %s\n", info->mount_path);
+    else
+        fprintf(stderr, "memstorefs: cleaned up the dead mount of memory store %s at %s; "
+                        "its unsynced edits stay in the cache\n", info->store_id,
+                info->mount_path);
+    return rc;
+}
+
+struct unmount_ctx {
+    const char *path; /* NULL: all */
+    int found, failed;
+    pid_t asked[64];
+    int n_asked;
+};
+
+static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
+{
+    struct unmount_ctx *u = arg;
+    if (u->path && strcmp(u->path, info->mount_path) != 0)
+        return 0;
+    u->found++;
+    if (!alive) {
+        if (clean_dead(file, info))
+            u->failed++;
+        return 0;
+    }
+    if (!u->path) {
+        for (int i = 0; i < u->n_asked; i++)
+            if (u->asked[i] == info->pid)
+                return 0;
+        if (u->n_asked < 64)
+            u->asked[u->n_asked++] = info->pid;
+    }
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), u->path ? "unmount %s" : "unmount-all", info->mount_path);
+    int rc = ask(info->pid, cmd, NULL, 120);
+    if (rc) {
+        if (rc != -EIO)
+            fprintf(stderr, "memstorefs: cannot reach the daemon (pid %d) of %s: %s\n",
+                    (int)info->pid, info->mount_path, strerror(-rc));
+        u->failed++;
+    } else {
+        fprintf(stderr, "memstorefs: unmounted %s\n", info->mount_path);
+    }
+    return 0;
+}
+
+int control_unmount(int argc, char **argv)
+{
+    bool all = false;
+    int first = 1;
+    if (argc >= 2 && strcmp(argv[1], "--all") == 0) {
+        all = true;
+        first = 2;
+    }
+    if ((all && argc > 2) || (!all && argc < 2)) {
+        fprintf(stderr, "usage: memstorefs unmount PATH... | --all\n");
+        return 2;
+    }
+    int status = 0;
+    if (all) {
+        struct unmount_ctx u = {0};
+        if (rt_each_lock(unmount_one, &u) != 0 || u.failed)
+            status = 1;
+        if (!u.found)
+            fprintf(stderr, "memstorefs: nothing is mounted\n");
+        return status;
+    }
+    for (int i = first; i < argc; i++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s", argv[i]);
+        size_t n = strlen(path);
+        while (n > 1 && path[n - 1] == '/')
+            path[--n] = '\0';
+        struct unmount_ctx u = {.path = path};
+        if (rt_each_lock(unmount_one, &u) != 0 || u.failed)
+            status = 1;
+        if (!u.found) {
+            fprintf(stderr, "memstorefs: %s is not a memstorefs mount on this host\n", path);
+            status = 1;
+        }
+    }
+    return status;
+}
+
+struct status_ctx {
+    bool json;
+    pid_t asked[64];
+    int n_asked;
+    int shown;
+};
+
+static int status_one(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
+{
+    struct status_ctx *sc = arg;
+    if (!alive) {
+        if (sc->json)
+            printf("{\"memory_store_id\":\"%s\",\"mount_path\":\"%s\",\"state\":\"dead\"}\n",
+                   info->store_id, info->mount_path);
+        else
+            printf("%s  %s  DEAD (daemon pid %d is gone; run 'memstorefs unmount %s')\n",
+                   info->store_id, info->mount_path, (int)info->pid, info->mount_path);
+        sc->shown++;
+        return 0;
+    }
+    for (int i = 0; i < sc->n_asked; i++)
+        if (sc->asked[i] == info->pid)
+            return 0;
+    if (sc->n_asked < 64)
+        sc->asked[sc->n_asked++] = info->pid;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m)
+        return -ENOMEM;
+    int rc = ask(info->pid, "status", m, 10);
+    fclose(m);
+    if (!rc && sc->json)
+        fputs(text, stdout);
+    else if (!rc)
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+            /* A compact human form of the JSON object. */
+            printf("%s\n", line);
+        }
+    sc->shown += !rc;
+    free(text);
+    return 0;
+}
+
+int control_status(int argc, char **argv)
+{
+    struct status_ctx sc = {0};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            sc.json = true;
+        } else {
+            fprintf(stderr, "usage: memstorefs status [--json]\n");
+            return 2;
+        }
+    }
+    int rc = rt_each_lock(status_one, &sc);
+    if (!sc.shown && !sc.json)
+        printf("no memory store is mounted\n");
+    return rc ? 1 : 0;
+}

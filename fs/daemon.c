@@ -1,0 +1,620 @@
+/* daemon.c - the `memstorefs mount` command: from validated options to
+ * mounted stores, the daemon's main loop, and a clean teardown.
+ *
+ * Order of work, each step undone on failure by teardown_all():
+ *   1. credentials, mount-path checks (clean, absolute, absent: lstat)
+ *   2. fork (unless --foreground); the parent waits on a pipe for one
+ *      status byte and exits with it, so `mount` returns only when every
+ *      store is mounted and listed, or has failed and left nothing
+ *   3. per store: the host lock, the directories (created ones recorded)
+ *   4. cache, HTTP client, syncer; per store: retrieve the store, attach
+ *      it in the cache, list it (the tree is in the cache now)
+ *   5. per store: a FUSE session mounted at its path, with its loop thread
+ *   6. ready: the sync thread starts, stdio is detached (background mode)
+ *   7. main loop: signals (signalfd), the control socket, loop threads
+ *      ending (a store unmounted from outside); until no store is left.
+ * All signals the daemon handles are blocked in every thread (set before
+ * any thread exists) and read from the signalfd by the main thread only.
+ * fs_store fields after `se` are owned by the main thread. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "cache.h"
+#include "cli.h"
+#include "daemon.h"
+#include "engine.h"
+#include "fs.h"
+#include "http.h"
+#include "log.h"
+#include "rules.h"
+#include "runtime.h"
+#include "session.h"
+
+static struct daemon D;
+
+/* libfuse's own messages go through the same sink. */
+static void fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    enum log_level lvl = level <= FUSE_LOG_ERR       ? LOG_LVL_ERROR
+                         : level <= FUSE_LOG_WARNING ? LOG_LVL_WARN
+                         : level <= FUSE_LOG_INFO    ? LOG_LVL_INFO
+                                                     : LOG_LVL_DEBUG;
+    if (!log_enabled(lvl))
+        return;
+    char msg[1024];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    if (n && msg[n - 1] == '\n')
+        msg[n - 1] = '\0';
+    log_event(lvl, msg, "source", "libfuse", NULL);
+}
+
+/* A mount path must be absolute and clean: no empty, "." or ".." part and
+ * no trailing slash (the root itself is refused too). */
+static bool clean_absolute(const char *p)
+{
+    if (!p || p[0] != '/' || !p[1])
+        return false;
+    for (const char *s = p + 1;;) {
+        const char *e = strchr(s, '/');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+            return false;
+        if (!e)
+            return true;
+        s = e + 1;
+    }
+}
+
+static bool nested(const char *a, const char *b)
+{
+    size_t n = strlen(a);
+    return strncmp(a, b, n) == 0 && (b[n] == '/' || b[n] == '\0');
+}
+
+static int check_paths(const struct mount_opts *o)
+{
+    for (size_t i = 0; i < o->n_stores; i++) {
+        const struct session_store *s = &o->stores[i];
+        if (!clean_absolute(s->mount_path)) {
+            fprintf(stderr, "memstorefs: memory store mount_path is not a clean absolute path: "
+                            "\"%s\" (memory_store_id=%s)\n", s->mount_path, s->id);
+            return -EINVAL;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(o->stores[j].id, s->id) == 0) {
+                fprintf(stderr, "memstorefs: memory store %s is listed twice\n", s->id);
+                return -EINVAL;
+            }
+            if (nested(o->stores[j].mount_path, s->mount_path) ||
+                nested(s->mount_path, o->stores[j].mount_path)) {
+                fprintf(stderr, "memstorefs: the mount paths %s (memory_store_id=%s) and %s "
+                                "(memory_store_id=%s) overlap\n", o->stores[j].mount_path,
+                        o->stores[j].id, s->mount_path, s->id);
+                return -EINVAL;
+            }
+        }
+    }
+    for (size_t i = 0; i < o->n_stores; i++) {
+        const struct session_store *s = &o->stores[i];
+        struct stat st;
+        if (lstat(s->mount_path, &st) == 0 || errno == ENOTCONN) {
+            fprintf(stderr, "memstorefs: something already exists at the memory store's path: "
+                            "%s (memory_store_id=%s); it must not exist when the session "
+                            "starts%s\n", s->mount_path, s->id,
+                    errno == ENOTCONN ? " (a dead mount: run 'memstorefs unmount' on it)" : "");
+            return -EEXIST;
+        }
+    }
+    return 0;
+}
+
+static const char *user_name(uid_t uid)
+{
+    struct passwd *pw = getpwuid(uid);
+    return pw ? pw->pw_name : "?";
+}
+
+/* mkdir -p, recording each directory created (parents first). */
+static int make_mount_dir(struct fs_store *s, struct rt_lockinfo *info)
+{
+    char *p = strdup(s->mount_path);
+    if (!p)
+        return -ENOMEM;
+    int rc = 0;
+    for (char *c = p + 1;; c++) {
+        if (*c != '/' && *c != '\0')
+            continue;
+        char save = *c;
+        *c = '\0';
+        if (mkdir(p, 0755) == 0) {
+            char **v = realloc(s->created_dirs, (s->n_created + 1) * sizeof(*v));
+            char *dup = strdup(p);
+            if (!v || !dup) {
+                free(dup);
+                if (v)
+                    s->created_dirs = v;
+                rmdir(p);
+                rc = -ENOMEM;
+                break;
+            }
+            s->created_dirs = v;
+            s->created_dirs[s->n_created++] = dup;
+            if (info->n_created < 8)
+                snprintf(info->created[info->n_created++], sizeof(info->created[0]), "%s", p);
+        } else if (errno != EEXIST) {
+            rc = -errno;
+            fprintf(stderr, "memstorefs: cannot create the memory store's folder: %s "
+                            "(memory_store_id=%s): %s; the parent directory must be writable "
+                            "by user %s (uid %u)\n", s->mount_path, s->id, strerror(errno),
+                    user_name(geteuid()), (unsigned)geteuid());
+            break;
+        }
+        *c = save;
+        if (!save)
+            break;
+    }
+    free(p);
+    if (!rc && s->uid != geteuid())
+        (void)!chown(s->mount_path, s->uid, s->gid);
+    return rc;
+}
+
+static void remove_created_dirs(struct fs_store *s)
+{
+    for (size_t i = s->n_created; i-- > 0;) {
+        if (rmdir(s->created_dirs[i]) != 0 && errno != ENOENT)
+            log_warn("failed to remove the memory store folder", "memory_store_id", s->id,
+                     "path", s->created_dirs[i], "error", strerror(errno));
+        free(s->created_dirs[i]);
+    }
+    if (s->n_created)
+        log_info("removed memory store dir", "memory_store_id", s->id, "path", s->mount_path);
+    free(s->created_dirs);
+    s->created_dirs = NULL;
+    s->n_created = 0;
+}
+
+static void *loop_main(void *arg)
+{
+    struct fs_store *s = arg;
+    struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+    if (cfg) {
+        fuse_loop_cfg_set_max_threads(cfg, 16);
+        fuse_session_loop_mt(s->se, cfg);
+        fuse_loop_cfg_destroy(cfg);
+    } else {
+        fuse_session_loop(s->se);
+    }
+    __atomic_store_n(&s->loop_done, 1, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    (void)!write(D.wake_fd, &one, sizeof(one));
+    return NULL;
+}
+
+static int start_session(struct fs_store *s, const struct mount_opts *o)
+{
+    char opts[2048];
+    snprintf(opts, sizeof(opts), "fsname=memstorefs:%s,subtype=memstorefs,default_permissions%s%s%s%s",
+             s->id, geteuid() == 0 ? ",allow_other" : "", s->read_only ? ",ro" : "",
+             o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
+    char prog[] = "memstorefs", dash_o[] = "-o";
+    char *argv[] = {prog, dash_o, opts, NULL};
+    struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+    s->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), s);
+    if (!s->se) {
+        fprintf(stderr, "memstorefs: cannot create the FUSE session for %s (memory_store_id=%s); "
+                        "check the -o options\n", s->mount_path, s->id);
+        return -EINVAL;
+    }
+    if (fuse_session_mount(s->se, s->mount_path) != 0) {
+        fprintf(stderr, "memstorefs: cannot mount %s (memory_store_id=%s); is /dev/fuse "
+                        "available and fusermount3 installed?\n", s->mount_path, s->id);
+        fuse_session_destroy(s->se);
+        s->se = NULL;
+        return -EIO;
+    }
+    s->mounted = true;
+    int rc = pthread_create(&s->loop, NULL, loop_main, s);
+    if (rc) {
+        fuse_session_unmount(s->se);
+        s->mounted = false;
+        return -rc;
+    }
+    s->loop_running = true;
+    return 0;
+}
+
+void daemon_teardown_store(struct fs_store *s)
+{
+    if (s->se) {
+        bool ended = __atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE);
+        pthread_mutex_lock(&s->se_lock);
+        bool was_mounted = s->mounted;
+        s->mounted = false;
+        pthread_mutex_unlock(&s->se_lock);
+        if (was_mounted && !ended) {
+            fuse_session_exit(s->se);
+            fuse_session_unmount(s->se);
+        }
+        if (s->loop_running)
+            pthread_join(s->loop, NULL);
+        s->loop_running = false;
+        fuse_session_destroy(s->se);
+        s->se = NULL;
+        log_info("unmounted memory store", "memory_store_id", s->id, "path", s->mount_path);
+    }
+    remove_created_dirs(s);
+    rt_unlock_store(s->lock_fd, s->lock_file);
+    s->lock_fd = -1;
+    free(s->lock_file);
+    s->lock_file = NULL;
+    s->gone = true;
+}
+
+static void teardown_all(void)
+{
+    for (size_t i = 0; i < D.n; i++)
+        if (!D.stores[i].gone)
+            daemon_teardown_store(&D.stores[i]);
+}
+
+static void free_all(void)
+{
+    syncer_free(&D.sync);
+    http_client_free(&D.http);
+    cache_close(&D.cache);
+    for (size_t i = 0; i < D.n; i++) {
+        struct fs_store *s = &D.stores[i];
+        free(s->marker);
+    }
+    free(D.stores);
+    D.stores = NULL;
+    if (D.ctl_fd >= 0) {
+        close(D.ctl_fd);
+        unlink(D.ctl_path);
+    }
+}
+
+/* Describes an API failure during set-up in terms a user can act on. */
+static void explain_api(const struct fs_store *s, int rc, const struct api_error *e)
+{
+    if (rc == -ENOENT)
+        fprintf(stderr, "memstorefs: unknown memory store %s (the API answered 404%s%s)\n", s->id,
+                e->message[0] ? ": " : "", e->message);
+    else if (rc == -EACCES || rc == -EPERM)
+        fprintf(stderr, "memstorefs: the credential from %s was refused for memory store %s "
+                        "(HTTP %ld%s%s)\n", D.cred.source ? D.cred.source : "the environment",
+                s->id, e->status, e->message[0] ? ": " : "", e->message);
+    else if (e->status)
+        fprintf(stderr, "memstorefs: memory store %s could not be read: HTTP %ld %s%s%s\n", s->id,
+                e->status, e->type, e->message[0] ? ": " : "", e->message);
+    else
+        fprintf(stderr, "memstorefs: cannot reach the Memory Stores API at %s for memory store "
+                        "%s: %s\n", D.cred.base_url, s->id, strerror(-rc));
+}
+
+static int setup_stores(struct mount_opts *o)
+{
+    char why[1024];
+    for (size_t i = 0; i < D.n; i++) {
+        struct fs_store *s = &D.stores[i];
+        struct rt_lockinfo info = {0}, other = {0};
+        info.pid = getpid();
+        snprintf(info.store_id, sizeof(info.store_id), "%s", s->id);
+        snprintf(info.mount_path, sizeof(info.mount_path), "%s", s->mount_path);
+        int rc = rt_lock_store(&info, &s->lock_fd, &s->lock_file, &other);
+        if (rc == -EBUSY) {
+            fprintf(stderr, "memstorefs: memory store %s is already mounted on this host at %s "
+                            "(memstorefs pid %d); unmount it first\n", s->id,
+                    other.mount_path[0] ? other.mount_path : "?", (int)other.pid);
+            return rc;
+        }
+        if (rc) {
+            fprintf(stderr, "memstorefs: cannot take the lock of memory store %s: %s\n", s->id,
+                    strerror(-rc));
+            return rc;
+        }
+        if ((rc = make_mount_dir(s, &info)))
+            return rc;
+        rt_lock_update(s->lock_fd, &info);
+    }
+
+    int rc = cache_open(o->cache_dir, &D.cache);
+    if (rc) {
+        fprintf(stderr, "memstorefs: cannot open the cache in %s: %s\n", o->cache_dir,
+                strerror(-rc));
+        return rc;
+    }
+    struct http_opts ho = {.base_url = D.cred.base_url, .api_key = D.cred.api_key,
+                           .bearer = D.cred.bearer, .max_in_flight = 8, .max_retries = -1};
+    D.http = http_client_new(&ho);
+    if (!D.http) {
+        fprintf(stderr, "memstorefs: cannot use the API endpoint '%s': %s\n", D.cred.base_url,
+                strerror(errno));
+        return -errno;
+    }
+    struct syncer_opts so = {.interval_s = o->sync_interval, .fetch_in_flight = 8};
+    D.sync = syncer_new(D.cache, D.http, &so);
+    if (!D.sync)
+        return -ENOMEM;
+
+    for (size_t i = 0; i < D.n; i++) {
+        struct fs_store *s = &D.stores[i];
+        struct api_store as = {0};
+        struct api_error e = {0};
+        rc = api_store_get(D.http, s->id, &as, &e);
+        if (rc) {
+            explain_api(s, rc, &e);
+            api_error_clear(&e);
+            return rc;
+        }
+        if (as.archived && !s->read_only)
+            log_warn("the memory store is archived; the server will refuse writes to it",
+                     "memory_store_id", s->id);
+        if (!s->name && as.name)
+            s->name = strdup(as.name);
+        api_store_clear(&as);
+        if ((rc = cache_store_attach(D.cache, s->id, s->read_only, &s->root))) {
+            fprintf(stderr, "memstorefs: cannot record memory store %s in the cache: %s\n", s->id,
+                    strerror(-rc));
+            return rc;
+        }
+        s->cache = D.cache;
+        s->sync = D.sync;
+        struct sync_notify n;
+        fs_notify_init(s, &n);
+        s->sync_idx = syncer_add(D.sync, s->id, s->read_only, &n);
+        if (s->sync_idx < 0)
+            return s->sync_idx;
+        if ((rc = syncer_refresh(D.sync, s->sync_idx, why, sizeof(why)))) {
+            fprintf(stderr, "memstorefs: %s\n", why);
+            return rc;
+        }
+    }
+    for (size_t i = 0; i < D.n; i++)
+        if ((rc = start_session(&D.stores[i], o)))
+            return rc;
+    return 0;
+}
+
+static int open_control(void)
+{
+    D.ctl_fd = -1;
+    int rc = rt_sock_path(getpid(), D.ctl_path, sizeof(D.ctl_path));
+    if (rc)
+        return rc;
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(D.ctl_path) >= sizeof(a.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(a.sun_path, D.ctl_path, strlen(D.ctl_path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    unlink(D.ctl_path);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 8) != 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    chmod(D.ctl_path, 0600);
+    D.ctl_fd = fd;
+    return 0;
+}
+
+static size_t live_stores(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < D.n; i++)
+        n += !D.stores[i].gone;
+    return n;
+}
+
+static void main_loop(int sig_fd)
+{
+    while (live_stores() > 0) {
+        struct pollfd p[3] = {{sig_fd, POLLIN, 0}, {D.wake_fd, POLLIN, 0}, {D.ctl_fd, POLLIN, 0}};
+        if (poll(p, D.ctl_fd >= 0 ? 3 : 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            log_error("poll failed", "error", strerror(errno));
+            break;
+        }
+        if (p[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sig_fd, &si, sizeof(si)) == sizeof(si)) {
+                const char *name = si.ssi_signo == SIGTERM ? "SIGTERM"
+                                   : si.ssi_signo == SIGINT ? "SIGINT" : "SIGHUP";
+                if (si.ssi_signo == SIGHUP) {
+                    log_info("SIGHUP ignored; send SIGTERM or run 'memstorefs unmount' to stop",
+                             NULL, NULL);
+                    continue;
+                }
+                log_info("signal received; unmounting", "signal", name);
+                teardown_all();
+                break;
+            }
+        }
+        if (p[1].revents & POLLIN) {
+            uint64_t v;
+            (void)!read(D.wake_fd, &v, sizeof(v));
+            for (size_t i = 0; i < D.n; i++) {
+                struct fs_store *s = &D.stores[i];
+                if (!s->gone && __atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
+                    log_info("memory store was unmounted from outside; cleaning up",
+                             "memory_store_id", s->id, "path", s->mount_path);
+                    daemon_teardown_store(s);
+                }
+            }
+        }
+        if (D.ctl_fd >= 0 && (p[2].revents & POLLIN))
+            control_serve(&D, D.ctl_fd);
+    }
+}
+
+/* Background mode: after the mount succeeded, the daemon's stdio goes to
+ * /dev/null and its log to the log file. */
+static void detach_stdio(const struct mount_opts *o)
+{
+    char *file = o->log_file ? strdup(o->log_file) : NULL;
+    if (!file && asprintf(&file, "%s/memstorefs.log", o->cache_dir) < 0)
+        file = NULL;
+    FILE *lf = file ? fopen(file, "ae") : NULL;
+    if (lf)
+        log_set_stream(lf);
+    free(file);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        if (null > 2)
+            close(null);
+    }
+}
+
+int daemon_mount(struct mount_opts *o)
+{
+    int status = 1, ready_fd = -1;
+    memset(&D, 0, sizeof(D));
+    D.ctl_fd = -1;
+    D.wake_fd = -1;
+    if (o->log_level) {
+        enum log_level lvl;
+        if (log_parse_level(o->log_level, &lvl) == 0)
+            log_set_level(lvl);
+    }
+    fuse_set_log_func(fuse_log_sink);
+
+    char why[512] = "";
+    if (cred_from_env(&D.cred, why, sizeof(why)) != 0) {
+        fprintf(stderr, "memstorefs: cannot mount the session's memory stores: %s\n", why);
+        return 1;
+    }
+    if (check_paths(o) != 0)
+        goto out_cred;
+
+    if (!o->foreground) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) != 0) {
+            perror("memstorefs: pipe");
+            goto out_cred;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("memstorefs: fork");
+            goto out_cred;
+        }
+        if (pid > 0) {
+            close(p[1]);
+            char st = 1;
+            ssize_t r;
+            do
+                r = read(p[0], &st, 1);
+            while (r < 0 && errno == EINTR);
+            close(p[0]);
+            if (r != 1 || st != 0) {
+                waitpid(pid, NULL, 0);
+                status = 1;
+            } else {
+                status = 0;
+            }
+            goto out_cred;
+        }
+        close(p[0]);
+        ready_fd = p[1];
+        setsid();
+    }
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    sigdelset(&set, SIGPIPE);
+    int sig_fd = signalfd(-1, &set, SFD_CLOEXEC);
+    D.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+    D.n = o->n_stores;
+    D.stores = calloc(D.n, sizeof(*D.stores));
+    if (!D.stores || sig_fd < 0 || D.wake_fd < 0) {
+        fprintf(stderr, "memstorefs: out of resources\n");
+        goto out;
+    }
+    for (size_t i = 0; i < D.n; i++) {
+        struct fs_store *s = &D.stores[i];
+        s->id = o->stores[i].id;
+        s->name = o->stores[i].name;
+        s->mount_path = o->stores[i].mount_path;
+        s->read_only = o->stores[i].read_only;
+        s->uid = o->uid;
+        s->gid = o->gid;
+        s->lock_fd = -1;
+        pthread_mutex_init(&s->se_lock, NULL);
+        s->marker = rules_marker_content(s->id);
+        if (!s->marker)
+            goto out;
+        s->marker_len = strlen(s->marker);
+    }
+    if (setup_stores(o) != 0)
+        goto out;
+    if (open_control() != 0)
+        log_warn("cannot open the control socket; 'memstorefs unmount' will not reach this "
+                 "daemon, use SIGTERM", "path", D.ctl_path);
+    syncer_start(D.sync);
+    for (size_t i = 0; i < D.n; i++)
+        log_info("mounted memory store", "memory_store_id", D.stores[i].id, "path",
+                 D.stores[i].mount_path, "access", D.stores[i].read_only ? "read_only"
+                                                                         : "read_write");
+    if (o->foreground) {
+        for (size_t i = 0; i < D.n; i++)
+            fprintf(stderr, "memstorefs: mounted %s at %s%s\n", D.stores[i].id,
+                    D.stores[i].mount_path, D.stores[i].read_only ? " (read-only)" : "");
+    } else {
+        for (size_t i = 0; i < D.n; i++)
+            fprintf(stderr, "memstorefs: mounted %s at %s%s\n", D.stores[i].id,
+                    D.stores[i].mount_path, D.stores[i].read_only ? " (read-only)" : "");
+        fprintf(stderr, "memstorefs: running in the background (pid %d); stop with "
+                        "'memstorefs unmount --all' or kill -TERM %d\n", (int)getpid(),
+                (int)getpid());
+        detach_stdio(o);
+        char ok = 0;
+        (void)!write(ready_fd, &ok, 1);
+        close(ready_fd);
+        ready_fd = -1;
+    }
+    main_loop(sig_fd);
+    status = 0;
+out:
+    syncer_stop(D.sync);
+    teardown_all();
+    free_all();
+    if (sig_fd >= 0)
+        close(sig_fd);
+    if (D.wake_fd >= 0)
+        close(D.wake_fd);
+    if (ready_fd >= 0) {
+        char bad = 1;
+        (void)!write(ready_fd, &bad, 1);
+        close(ready_fd);
+    }
+out_cred:
+    cred_clear(&D.cred);
+    return status;
+}

@@ -1,0 +1,27 @@
+/* daemon.h - the running daemon, shared by daemon.c and control.c. */
+#ifndef MFS_DAEMON_H
+#define MFS_DAEMON_H
+
+#include <stddef.h>
+
+#include "fs.h"
+#include "session.h"
+
+struct daemon {
+    struct fs_store *stores;
+    size_t n;
+    struct cache *cache;
+    struct http_client *http;
+    struct syncer *sync;
+    struct mfs_cred cred;
+    int wake_fd;          /* eventfd: a loop thread ended */
+    int ctl_fd;           /* control socket, -1 if none */
+    char ctl_path[4200];
+};
+
+/* Unmounts one store, removes the directories it created, drops its lock. */
+void daemon_teardown_store(struct fs_store *s);
+/* Serves one connection on the control socket (main thread only). */
+void control_serve(struct daemon *d, int listen_fd);
+
+#endif

@@ -1,0 +1,63 @@
+/* fs.h - what the files of fs/ share: one mounted store and the daemon. */
+#ifndef MFS_FS_H
+#define MFS_FS_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct cache;
+struct syncer;
+
+/* One store, mounted at mount_path by its own FUSE session. */
+struct fs_store {
+    /* Set before the session starts, then read-only: */
+    char *id;
+    char *name;
+    char *mount_path;
+    bool read_only;
+    uint64_t root;          /* cache row of the root directory */
+    char *marker;           /* marker file bytes */
+    size_t marker_len;
+    uid_t uid;
+    gid_t gid;
+    struct cache *cache;
+    struct syncer *sync;
+    int sync_idx;           /* this store's index in the syncer */
+    char **created_dirs;    /* directories mount created, deepest last */
+    size_t n_created;
+    int lock_fd;            /* flock'd store lock, -1 if none */
+    char *lock_file;
+
+    /* Session state, owned by the daemon's main thread; `mounted` is also
+     * read by notify.c under se_lock, so se is never used after teardown. */
+    pthread_mutex_t se_lock;
+    struct fuse_session *se;
+    pthread_t loop;
+    bool loop_running;
+    volatile int loop_done; /* set by the loop thread when it returns */
+    bool mounted;
+    bool gone;              /* torn down */
+};
+
+/* ops.c */
+extern const struct fuse_lowlevel_ops fs_ops;
+
+/* notify.c: the only caller of fuse_lowlevel_notify_*. */
+struct sync_notify;
+void fs_notify_init(struct fs_store *s, struct sync_notify *n);
+
+/* Kernel inode <-> cache row. */
+static inline uint64_t fs_to_row(const struct fs_store *s, fuse_ino_t ino)
+{
+    return ino == FUSE_ROOT_ID ? s->root : (uint64_t)ino;
+}
+static inline fuse_ino_t fs_to_kernel(const struct fs_store *s, uint64_t row)
+{
+    return row == s->root ? FUSE_ROOT_ID : (fuse_ino_t)row;
+}
+
+#endif

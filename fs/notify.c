@@ -1,0 +1,85 @@
+/* notify.c - the one place that calls fuse_lowlevel_notify_*: the sync
+ * engine reports what a remote change did to the cache, and this file
+ * tells the kernel to drop exactly those cached names, attributes and
+ * pages.  Called from the sync thread, never from inside a FUSE request
+ * and never with a cache lock held, so the kernel's notification (which
+ * may wait for a request in flight on the same directory) cannot
+ * deadlock.  ENOENT from the kernel just means it had nothing cached. */
+#include <errno.h>
+#include <string.h>
+
+#include "engine.h"
+#include "fs.h"
+#include "log.h"
+
+static void report(const struct fs_store *s, const char *what, int rc)
+{
+    if (rc && rc != -ENOENT && rc != -ENOTCONN && rc != -EBADF)
+        log_debug("kernel cache notification failed", "memory_store_id", s->id, "op", what,
+                  "error", strerror(-rc));
+}
+
+/* Takes se_lock; false (lock released) when the store is not mounted.
+ * teardown clears `mounted` under the same lock before unmounting, so a
+ * notification never reaches a session being destroyed. */
+static bool enter(struct fs_store *s)
+{
+    pthread_mutex_lock(&s->se_lock);
+    if (s->se && s->mounted)
+        return true;
+    pthread_mutex_unlock(&s->se_lock);
+    return false;
+}
+
+static void leave(struct fs_store *s)
+{
+    pthread_mutex_unlock(&s->se_lock);
+}
+
+static void inval_inode(void *arg, uint64_t row)
+{
+    struct fs_store *s = arg;
+    if (!enter(s))
+        return;
+    report(s, "inval_inode",
+           fuse_lowlevel_notify_inval_inode(s->se, fs_to_kernel(s, row), 0, 0));
+    leave(s);
+}
+
+static void entry_new(void *arg, uint64_t parent_row, const char *name)
+{
+    struct fs_store *s = arg;
+    if (!enter(s))
+        return;
+    /* Drops a negative dentry the kernel may hold for the name, and the
+     * directory's cached attributes and listing. */
+    fuse_ino_t parent = fs_to_kernel(s, parent_row);
+    report(s, "inval_entry",
+           fuse_lowlevel_notify_inval_entry(s->se, parent, name, strlen(name)));
+    report(s, "inval_inode", fuse_lowlevel_notify_inval_inode(s->se, parent, 0, 0));
+    leave(s);
+}
+
+static void entry_gone(void *arg, uint64_t parent_row, uint64_t row, const char *name)
+{
+    struct fs_store *s = arg;
+    if (!enter(s))
+        return;
+    fuse_ino_t parent = fs_to_kernel(s, parent_row);
+    int rc = fuse_lowlevel_notify_delete(s->se, parent, fs_to_kernel(s, row), name,
+                                         strlen(name));
+    if (rc)
+        rc = fuse_lowlevel_notify_inval_entry(s->se, parent, name, strlen(name));
+    report(s, "delete", rc);
+    report(s, "inval_inode", fuse_lowlevel_notify_inval_inode(s->se, parent, 0, 0));
+    leave(s);
+}
+
+void fs_notify_init(struct fs_store *s, struct sync_notify *n)
+{
+    memset(n, 0, sizeof(*n));
+    n->arg = s;
+    n->inval_inode = inval_inode;
+    n->entry_new = entry_new;
+    n->entry_gone = entry_gone;
+}

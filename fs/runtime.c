@@ -1,0 +1,191 @@
+/* runtime.c - lock files and socket paths in the runtime directory.
+ *
+ * A store's lock file is store-<id>.lock, flock'd (LOCK_EX) by the daemon
+ * that mounts it for as long as the mount lives; its text (key=value
+ * lines) names the daemon's pid, the mount path and the directories the
+ * mount created, so a second mount can name the first, and `unmount` can
+ * find the daemon or clean up after a dead one.  A lock file that nobody
+ * holds is stale: its daemon died. */
+#include "runtime.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int rt_dir(char *buf, size_t len)
+{
+    const char *env = getenv("MEMSTOREFS_RUNTIME_DIR");
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
+    if (env && *env)
+        n = snprintf(buf, len, "%s", env);
+    else if (geteuid() == 0)
+        n = snprintf(buf, len, "/run/memstorefs");
+    else if (xdg && *xdg)
+        n = snprintf(buf, len, "%s/memstorefs", xdg);
+    else
+        n = snprintf(buf, len, "/tmp/memstorefs-%u", (unsigned)geteuid());
+    if (n < 0 || (size_t)n >= len)
+        return -ENAMETOOLONG;
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static int lock_path(const char *store_id, char *buf, size_t len)
+{
+    char dir[4096];
+    int rc = rt_dir(dir, sizeof(dir));
+    if (rc)
+        return rc;
+    /* Store ids are [A-Za-z0-9_]; anything else is replaced so a hostile
+     * id cannot leave the directory. */
+    char safe[128];
+    size_t i = 0;
+    for (; store_id[i] && i < sizeof(safe) - 1; i++) {
+        char ch = store_id[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+        safe[i] = ok ? ch : '_';
+    }
+    safe[i] = '\0';
+    int n = snprintf(buf, len, "%s/store-%s.lock", dir, safe);
+    return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+static void parse_info(const char *text, struct rt_lockinfo *info)
+{
+    memset(info, 0, sizeof(*info));
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        if (eq) {
+            size_t kn = (size_t)(eq - p), vn = n - kn - 1;
+            const char *v = eq + 1;
+            if (kn == 3 && !memcmp(p, "pid", 3))
+                info->pid = (pid_t)strtol(v, NULL, 10);
+            else if (kn == 8 && !memcmp(p, "store_id", 8))
+                snprintf(info->store_id, sizeof(info->store_id), "%.*s", (int)vn, v);
+            else if (kn == 10 && !memcmp(p, "mount_path", 10))
+                snprintf(info->mount_path, sizeof(info->mount_path), "%.*s", (int)vn, v);
+            else if (kn == 7 && !memcmp(p, "created", 7) && info->n_created < 8)
+                snprintf(info->created[info->n_created++], sizeof(info->created[0]), "%.*s",
+                         (int)vn, v);
+        }
+        p += n + (nl ? 1 : 0);
+    }
+}
+
+static int read_info(int fd, struct rt_lockinfo *info)
+{
+    char buf[8 * 4096 + 8192];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    if (n < 0)
+        return -errno;
+    buf[n] = '\0';
+    parse_info(buf, info);
+    return 0;
+}
+
+int rt_lock_update(int fd, const struct rt_lockinfo *info)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m)
+        return -ENOMEM;
+    fprintf(m, "pid=%d\nstore_id=%s\nmount_path=%s\n", (int)info->pid, info->store_id,
+            info->mount_path);
+    for (int i = 0; i < info->n_created; i++)
+        fprintf(m, "created=%s\n", info->created[i]);
+    fclose(m);
+    int rc = 0;
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, len, 0) != (ssize_t)len)
+        rc = -errno;
+    free(text);
+    return rc;
+}
+
+int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file, struct rt_lockinfo *other)
+{
+    char path[4200];
+    *fd = -1;
+    *file = NULL;
+    int rc = lock_path(info->store_id, path, sizeof(path));
+    if (rc)
+        return rc;
+    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (f < 0)
+        return -errno;
+    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        if (other)
+            read_info(f, other);
+        close(f);
+        return rc;
+    }
+    rc = rt_lock_update(f, info);
+    if (rc || !(*file = strdup(path))) {
+        close(f);
+        unlink(path);
+        return rc ? rc : -ENOMEM;
+    }
+    *fd = f;
+    return 0;
+}
+
+void rt_unlock_store(int fd, const char *file)
+{
+    if (fd < 0)
+        return;
+    if (file)
+        unlink(file);
+    close(fd);
+}
+
+int rt_each_lock(rt_lock_fn fn, void *arg)
+{
+    char dir[4096];
+    int rc = rt_dir(dir, sizeof(dir));
+    if (rc)
+        return rc;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    struct dirent *de;
+    while (!rc && (de = readdir(d))) {
+        size_t n = strlen(de->d_name);
+        if (strncmp(de->d_name, "store-", 6) != 0 || n < 11 || strcmp(de->d_name + n - 5, ".lock"))
+            continue;
+        char path[4400];
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        int f = open(path, O_RDWR | O_CLOEXEC);
+        if (f < 0)
+            continue;
+        struct rt_lockinfo info;
+        read_info(f, &info);
+        bool alive = flock(f, LOCK_SH | LOCK_NB) != 0;
+        rc = fn(arg, path, &info, alive);
+        close(f);
+    }
+    closedir(d);
+    return rc;
+}
+
+int rt_sock_path(pid_t pid, char *buf, size_t len)
+{
+    char dir[4096];
+    int rc = rt_dir(dir, sizeof(dir));
+    if (rc)
+        return rc;
+    int n = snprintf(buf, len, "%s/daemon-%d.sock", dir, (int)pid);
+    return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}

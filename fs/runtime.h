@@ -1,0 +1,42 @@
+/* runtime.h - the per-host state of running memstorefs daemons: the
+ * runtime directory, one lock file per mounted store (so a store is
+ * mounted at most once on a host) and each daemon's control socket. */
+#ifndef MFS_RUNTIME_H
+#define MFS_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* MEMSTOREFS_RUNTIME_DIR, else /run/memstorefs for root, else
+ * $XDG_RUNTIME_DIR/memstorefs, else /tmp/memstorefs-UID.  Created 0700. */
+int rt_dir(char *buf, size_t len);
+
+/* What a store's lock file says. */
+struct rt_lockinfo {
+    pid_t pid;
+    char store_id[128];
+    char mount_path[4096];
+    char created[8][4096]; /* directories the mount created, parents first */
+    int n_created;
+};
+
+/* Takes the store's lock (flock, held as long as *fd is open) and writes
+ * info into it.  -EBUSY when another live daemon holds it; *other is then
+ * filled from its file. */
+int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file,
+                  struct rt_lockinfo *other);
+/* Rewrites the lock file (after the directories were created). */
+int rt_lock_update(int fd, const struct rt_lockinfo *info);
+/* Removes the file and closes fd; accepts fd < 0. */
+void rt_unlock_store(int fd, const char *file);
+
+/* Calls fn for each lock file; alive says whether a daemon holds it. */
+typedef int (*rt_lock_fn)(void *arg, const char *file, const struct rt_lockinfo *info,
+                          bool alive);
+int rt_each_lock(rt_lock_fn fn, void *arg);
+
+/* The control socket path of daemon pid. */
+int rt_sock_path(pid_t pid, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,354 @@
+/* engine.c - the sync engine's pull side: listing each store, bringing the
+ * cache to the listing (cache_apply_remote), telling the kernel what
+ * changed, and downloading content (on demand for an open, in the
+ * background for the rest).
+ *
+ * Threads: one background thread (syncer_start) runs every store's
+ * refresh each interval and prefetches missing content; FUSE threads call
+ * syncer_fetch when an open needs bytes the cache lacks.  Both only use
+ * the cache (its own lock) and the HTTP client (thread-safe); the syncer's
+ * own lock guards the per-store status fields and the stop flag.  No lock
+ * is held during HTTP. */
+#include "engine.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api.h"
+#include "cache.h"
+#include "log.h"
+#include "rules.h"
+
+#define PREFETCH_BATCH 32
+
+struct sstore {
+    char *id;
+    bool read_only;
+    struct sync_notify n;
+    int64_t last;        /* guarded by syncer.lock */
+    char result[512];    /* guarded by syncer.lock */
+};
+
+struct syncer {
+    struct cache *c;
+    struct http_client *h;
+    struct syncer_opts o;
+    struct sstore *v;
+    size_t n;
+    pthread_t thr;
+    bool running;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool stop;           /* guarded by lock */
+};
+
+struct syncer *syncer_new(struct cache *c, struct http_client *h, const struct syncer_opts *o)
+{
+    struct syncer *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->c = c;
+    s->h = h;
+    s->o = *o;
+    if (s->o.interval_s <= 0)
+        s->o.interval_s = 15;
+    if (s->o.fetch_in_flight <= 0)
+        s->o.fetch_in_flight = 8;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return s;
+}
+
+void syncer_free(struct syncer **sp)
+{
+    struct syncer *s = sp ? *sp : NULL;
+    if (!s)
+        return;
+    syncer_stop(s);
+    if (s->running)
+        return; /* the thread would not stop: leave it, the process is exiting */
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i].id);
+    free(s->v);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    free(s);
+    *sp = NULL;
+}
+
+int syncer_add(struct syncer *s, const char *store_id, bool read_only, const struct sync_notify *n)
+{
+    struct sstore *v = realloc(s->v, (s->n + 1) * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    s->v = v;
+    struct sstore *st = &v[s->n];
+    memset(st, 0, sizeof(*st));
+    st->id = strdup(store_id);
+    if (!st->id)
+        return -ENOMEM;
+    st->read_only = read_only;
+    if (n)
+        st->n = *n;
+    return (int)s->n++;
+}
+
+static void set_result(struct syncer *s, struct sstore *st, const char *result)
+{
+    pthread_mutex_lock(&s->lock);
+    st->last = (int64_t)time(NULL);
+    snprintf(st->result, sizeof(st->result), "%s", result);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void syncer_last(struct syncer *s, int idx, int64_t *when, char *result, size_t len)
+{
+    pthread_mutex_lock(&s->lock);
+    *when = s->v[idx].last;
+    snprintf(result, len, "%s", s->v[idx].result);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int cmp_remote(const void *a, const void *b)
+{
+    return strcmp(((const struct cache_remote *)a)->path, ((const struct cache_remote *)b)->path);
+}
+
+static void notify_changes(struct sstore *st, const struct cache_changes *ch)
+{
+    for (size_t i = 0; i < ch->n; i++) {
+        const struct cache_change *x = &ch->v[i];
+        switch (x->kind) {
+        case CACHE_CH_NEW:
+            if (st->n.entry_new)
+                st->n.entry_new(st->n.arg, x->parent, x->name);
+            break;
+        case CACHE_CH_CONTENT:
+            if (st->n.inval_inode)
+                st->n.inval_inode(st->n.arg, x->ino);
+            break;
+        case CACHE_CH_GONE:
+            if (st->n.entry_gone)
+                st->n.entry_gone(st->n.arg, x->parent, x->ino, x->name);
+            break;
+        }
+    }
+}
+
+/* A one-line reason for a failed API call. */
+static void describe(char *why, size_t len, const char *what, const char *store, int rc,
+                     const struct api_error *e)
+{
+    if (e->status)
+        snprintf(why, len, "%s memory store %s: HTTP %ld %s%s%s", what, store, e->status,
+                 e->type[0] ? e->type : "error", e->message[0] ? ": " : "", e->message);
+    else
+        snprintf(why, len, "%s memory store %s: %s", what, store, strerror(-rc));
+}
+
+int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
+{
+    struct sstore *st = &s->v[idx];
+    struct api_list list = {0};
+    struct api_error e = {0};
+    char local_why[512];
+    if (!why) {
+        why = local_why;
+        whylen = sizeof(local_why);
+    }
+    int rc = api_memories_list(s->h, st->id, &list, &e);
+    if (rc) {
+        describe(why, whylen, "cannot list", st->id, rc, &e);
+        api_error_clear(&e);
+        set_result(s, st, why);
+        return rc;
+    }
+    struct cache_remote *r = calloc(list.n ? list.n : 1, sizeof(*r));
+    if (!r) {
+        api_list_free(&list);
+        snprintf(why, whylen, "out of memory");
+        return -ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < list.n; i++) {
+        const struct api_memory *m = &list.items[i];
+        const char *reason = NULL;
+        if (strcmp(m->path, MEM_MARKER_PATH) == 0) {
+            log_warn("the server listed the reserved marker path; skipping", "memory_store_id",
+                     st->id, "path", m->path);
+            continue;
+        }
+        if (rules_check_path(m->path, strlen(m->path), &reason) != 0) {
+            log_warn("the server listed a path that cannot be a file; skipping",
+                     "memory_store_id", st->id, "path", m->path, "reason", reason);
+            continue;
+        }
+        r[k++] = (struct cache_remote){m->path, m->id, m->sha, (uint64_t)m->size};
+    }
+    qsort(r, k, sizeof(*r), cmp_remote);
+    struct cache_changes ch = {0};
+    rc = cache_apply_remote(s->c, st->id, r, k, &ch);
+    free(r);
+    api_list_free(&list);
+    if (rc) {
+        snprintf(why, whylen, "cannot update the cache of memory store %s: %s", st->id,
+                 strerror(-rc));
+        cache_changes_free(&ch);
+        set_result(s, st, why);
+        return rc;
+    }
+    if (ch.n)
+        log_debug("remote changes applied", "memory_store_id", st->id);
+    notify_changes(st, &ch);
+    cache_changes_free(&ch);
+    set_result(s, st, "ok");
+    return 0;
+}
+
+/* Stores fetched bytes; -ESTALE when they are not the bytes of want_sha
+ * (the memory changed again since it was listed). */
+static int keep_fetched(struct syncer *s, const struct api_memory *m, const char *want_sha)
+{
+    char sha[SHA256_HEX_LEN + 1];
+    sha256_hex(m->content, m->content_len, sha);
+    int rc = cache_blob_put(s->c, sha, m->content, m->content_len);
+    if (rc)
+        return rc;
+    return (want_sha && strcmp(sha, want_sha) != 0) ? -ESTALE : 0;
+}
+
+int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha)
+{
+    struct sstore *st = &s->v[idx];
+    struct api_fetch f = {.memory_id = memory_id};
+    int rc = api_memories_fetch(s->h, st->id, &f, 1);
+    if (!rc)
+        rc = keep_fetched(s, &f.mem, sha);
+    if (rc == -ESTALE) {
+        /* Bring the node to the newer remote state; the caller retries. */
+        syncer_refresh(s, idx, NULL, 0);
+    }
+    api_memory_clear(&f.mem);
+    api_error_clear(&f.e);
+    return rc;
+}
+
+/* Downloads every file of the store whose bytes the cache lacks. */
+static int prefetch(struct syncer *s, int idx)
+{
+    struct sstore *st = &s->v[idx];
+    struct cache_missing *miss = NULL;
+    size_t n = 0;
+    int rc = cache_missing_content(s->c, st->id, &miss, &n);
+    if (rc)
+        return rc;
+    size_t fetched = 0, failed = 0;
+    for (size_t off = 0; off < n; off += PREFETCH_BATCH) {
+        pthread_mutex_lock(&s->lock);
+        bool stop = s->stop;
+        pthread_mutex_unlock(&s->lock);
+        if (stop)
+            break;
+        size_t m = n - off < PREFETCH_BATCH ? n - off : PREFETCH_BATCH;
+        struct api_fetch f[PREFETCH_BATCH];
+        memset(f, 0, sizeof(f));
+        for (size_t i = 0; i < m; i++)
+            f[i].memory_id = miss[off + i].memory_id;
+        api_memories_fetch(s->h, st->id, f, m);
+        for (size_t i = 0; i < m; i++) {
+            int r = f[i].err;
+            if (!r)
+                r = keep_fetched(s, &f[i].mem, miss[off + i].sha);
+            if (!r)
+                fetched++;
+            else if (r != -ENOENT && r != -ESTALE)
+                failed++;
+            api_memory_clear(&f[i].mem);
+            api_error_clear(&f[i].e);
+        }
+    }
+    free(miss);
+    if (failed) {
+        char nf[32];
+        snprintf(nf, sizeof(nf), "%zu", failed);
+        log_warn("failed to fetch memory content", "memory_store_id", st->id, "failed", nf);
+    }
+    if (fetched) {
+        char nb[32];
+        snprintf(nb, sizeof(nb), "%zu", fetched);
+        log_info("downloaded memories", "memory_store_id", st->id, "count", nb);
+    }
+    return 0;
+}
+
+static bool wait_interval(struct syncer *s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += s->o.interval_s;
+    pthread_mutex_lock(&s->lock);
+    while (!s->stop) {
+        if (pthread_cond_timedwait(&s->cond, &s->lock, &until) == ETIMEDOUT)
+            break;
+    }
+    bool stop = s->stop;
+    pthread_mutex_unlock(&s->lock);
+    return !stop;
+}
+
+static void *run(void *arg)
+{
+    struct syncer *s = arg;
+    for (size_t i = 0; i < s->n; i++)
+        prefetch(s, (int)i);
+    while (wait_interval(s)) {
+        for (size_t i = 0; i < s->n; i++) {
+            char why[512];
+            int rc = syncer_refresh(s, (int)i, why, sizeof(why));
+            if (rc)
+                log_warn("memory sync failed", "memory_store_id", s->v[i].id, "error", why);
+            else
+                prefetch(s, (int)i);
+        }
+    }
+    return NULL;
+}
+
+int syncer_start(struct syncer *s)
+{
+    if (s->running)
+        return 0;
+    s->stop = false;
+    int rc = pthread_create(&s->thr, NULL, run, s);
+    if (rc)
+        return -rc;
+    s->running = true;
+    return 0;
+}
+
+void syncer_stop(struct syncer *s)
+{
+    if (!s || !s->running)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    /* A step in flight ends within the HTTP timeouts; do not wait forever
+     * on a server that does not answer. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    if (pthread_timedjoin_np(s->thr, NULL, &until) == 0)
+        s->running = false;
+    else
+        log_event(LOG_LVL_WARN, "the sync thread did not stop in time; leaving it", NULL);
+}

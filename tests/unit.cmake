@@ -1,0 +1,1 @@
+mfs_add_test(test_rules test_rules.c)

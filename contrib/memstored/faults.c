@@ -1,0 +1,286 @@
+/* faults.c - the admin API: request statistics and injected faults.
+ *
+ * Owns: struct faults, i.e. the counters behind GET /admin/stats and the
+ * ordered fault list behind POST/DELETE /admin/faults (team CONTRACTS.md).
+ *
+ * Locking: faults.lock guards every field.  It is a leaf lock: nothing
+ * else is taken while it is held, and it is never held across a sleep or
+ * a database call (faults_match copies the fault out before returning).
+ *
+ * Fault life cycle: added at the end of the list with count N (0 = until
+ * cleared); the first fault whose method and fnmatch path glob match a /v1
+ * request applies and its count goes down by one; at zero it is removed.
+ * DELETE /admin/faults empties the list. */
+#include "msd.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct fault {
+    int id;
+    struct fault_hit hit;
+    long count;     /* left; meaningless when forever */
+    bool forever;   /* count 0 at creation */
+    char method[16]; /* "" = any */
+    char *glob;     /* NULL = any path; malloc'd */
+};
+
+struct route_count {
+    char *key; /* "METHOD template", malloc'd */
+    long n;
+};
+
+struct faults {
+    pthread_mutex_t lock;
+    struct fault *v; /* guarded by lock */
+    size_t n, cap;
+    int next_id;
+    long total, writes;
+    struct route_count *routes;
+    size_t nroutes, routes_cap;
+};
+
+int faults_new(struct faults **out)
+{
+    struct faults *f = calloc(1, sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    pthread_mutex_init(&f->lock, NULL);
+    f->next_id = 1;
+    *out = f;
+    return 0;
+}
+
+static void clear_faults(struct faults *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        free(f->v[i].glob);
+    f->n = 0;
+}
+
+static void clear_stats(struct faults *f)
+{
+    for (size_t i = 0; i < f->nroutes; i++)
+        free(f->routes[i].key);
+    f->nroutes = 0;
+    f->total = f->writes = 0;
+}
+
+void faults_free(struct faults **fp)
+{
+    if (!fp || !*fp)
+        return;
+    struct faults *f = *fp;
+    clear_faults(f);
+    clear_stats(f);
+    free(f->v);
+    free(f->routes);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+    *fp = NULL;
+}
+
+void faults_count(struct faults *f, const char *method, const char *route)
+{
+    char key[128];
+    snprintf(key, sizeof(key), "%s %s", method, route ? route : "other");
+    pthread_mutex_lock(&f->lock);
+    f->total++;
+    if (strcmp(method, "POST") == 0 || strcmp(method, "DELETE") == 0)
+        f->writes++;
+    size_t i;
+    for (i = 0; i < f->nroutes; i++)
+        if (strcmp(f->routes[i].key, key) == 0)
+            break;
+    if (i == f->nroutes) {
+        if (f->nroutes == f->routes_cap) {
+            size_t cap = f->routes_cap ? f->routes_cap * 2 : 16;
+            struct route_count *r = realloc(f->routes, cap * sizeof(*r));
+            if (!r)
+                goto out; /* the total still counts; the route is lost (ENOMEM) */
+            f->routes = r, f->routes_cap = cap;
+        }
+        f->routes[i].key = strdup(key);
+        if (!f->routes[i].key)
+            goto out;
+        f->routes[i].n = 0;
+        f->nroutes++;
+    }
+    f->routes[i].n++;
+out:
+    pthread_mutex_unlock(&f->lock);
+}
+
+void faults_match(struct faults *f, const char *method, const char *path, struct fault_hit *hit)
+{
+    memset(hit, 0, sizeof(*hit));
+    pthread_mutex_lock(&f->lock);
+    for (size_t i = 0; i < f->n; i++) {
+        struct fault *ft = &f->v[i];
+        if (ft->method[0] && strcasecmp(ft->method, method) != 0)
+            continue;
+        if (ft->glob && fnmatch(ft->glob, path, 0) != 0)
+            continue;
+        *hit = ft->hit;
+        if (!ft->forever && --ft->count <= 0) {
+            free(ft->glob);
+            memmove(&f->v[i], &f->v[i + 1], (f->n - i - 1) * sizeof(*ft));
+            f->n--;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* A non-negative number or numeric string as header text. */
+static int header_number(struct reply *rp, const cJSON *body, const char *key, char out[32])
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, key);
+    out[0] = '\0';
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && isfinite(v->valuedouble)) {
+        if (v->valuedouble == floor(v->valuedouble) && v->valuedouble < 1e15)
+            snprintf(out, 32, "%.0f", v->valuedouble);
+        else
+            snprintf(out, 32, "%g", v->valuedouble);
+        return 0;
+    }
+    if (cJSON_IsString(v) && v->valuestring && *v->valuestring &&
+        strlen(v->valuestring) < 32 && !has_control_chars(v->valuestring)) {
+        snprintf(out, 32, "%s", v->valuestring);
+        return 0;
+    }
+    reply_invalid(rp, "%s must be a non-negative number", key);
+    return -EINVAL;
+}
+
+/* An integer field in [lo, hi]; *out keeps dflt when absent. */
+static int int_field(struct reply *rp, const cJSON *body, const char *key, long lo, long hi,
+                     long *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, key);
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
+        v->valuedouble > hi) {
+        reply_invalid(rp, "%s must be an integer from %ld to %ld", key, lo, hi);
+        return -EINVAL;
+    }
+    *out = (long)v->valuedouble;
+    return 0;
+}
+
+static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
+{
+    cJSON *body = NULL;
+    const char *action, *method, *glob;
+    struct fault ft = {0};
+    long status = 0, latency = 0, count = 1;
+    if (body_object(rq, rp, false, &body) || jfield_str(rp, body, "action", &action) ||
+        jfield_str(rp, body, "method", &method) || jfield_str(rp, body, "path", &glob) ||
+        int_field(rp, body, "status", 100, 599, &status) ||
+        int_field(rp, body, "latency_ms", 0, 600000, &latency) ||
+        int_field(rp, body, "count", 0, 1000000000, &count) ||
+        header_number(rp, body, "retry_after", ft.hit.retry_after) ||
+        header_number(rp, body, "retry_after_ms", ft.hit.retry_after_ms))
+        goto out;
+    if (!action) {
+        reply_invalid(rp, "action is required");
+        goto out;
+    }
+    if (strcmp(action, "status") == 0) {
+        ft.hit.action = FAULT_STATUS;
+        if (!status) {
+            reply_invalid(rp, "a status fault needs status");
+            goto out;
+        }
+    } else if (strcmp(action, "latency") == 0) {
+        ft.hit.action = FAULT_LATENCY;
+    } else if (strcmp(action, "drop_after_commit") == 0) {
+        ft.hit.action = FAULT_DROP;
+    } else {
+        reply_invalid(rp, "action must be status, latency or drop_after_commit");
+        goto out;
+    }
+    if (method && strlen(method) >= sizeof(ft.method)) {
+        reply_invalid(rp, "method is too long");
+        goto out;
+    }
+    ft.hit.status = (unsigned)status;
+    ft.hit.latency_ms = latency;
+    ft.count = count;
+    ft.forever = count == 0;
+    snprintf(ft.method, sizeof(ft.method), "%s", method ? method : "");
+    if (glob && !(ft.glob = strdup(glob))) {
+        reply_errno(rp, -ENOMEM);
+        goto out;
+    }
+    pthread_mutex_lock(&f->lock);
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 8;
+        struct fault *v = realloc(f->v, cap * sizeof(*v));
+        if (!v) {
+            pthread_mutex_unlock(&f->lock);
+            free(ft.glob);
+            reply_errno(rp, -ENOMEM);
+            goto out;
+        }
+        f->v = v, f->cap = cap;
+    }
+    ft.id = f->next_id++;
+    f->v[f->n++] = ft;
+    pthread_mutex_unlock(&f->lock);
+    char id[32];
+    snprintf(id, sizeof(id), "fault_%d", ft.id);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", id);
+    reply_json(rp, 200, o);
+out:
+    cJSON_Delete(body);
+}
+
+static void stats(struct faults *f, struct reply *rp)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *routes = cJSON_CreateObject();
+    pthread_mutex_lock(&f->lock);
+    cJSON_AddNumberToObject(o, "total", (double)f->total);
+    cJSON_AddNumberToObject(o, "writes", (double)f->writes);
+    for (size_t i = 0; i < f->nroutes; i++)
+        cJSON_AddNumberToObject(routes, f->routes[i].key, (double)f->routes[i].n);
+    pthread_mutex_unlock(&f->lock);
+    if (!cJSON_AddItemToObject(o, "routes", routes))
+        cJSON_Delete(routes);
+    reply_json(rp, 200, o);
+}
+
+void faults_admin(struct msd *srv, struct req *rq, struct reply *rp)
+{
+    struct faults *f = srv->faults;
+    const char *p = rq->path + strlen("/admin");
+    const char *m = rq->method;
+    if (strcmp(p, "/stats") == 0 && strcmp(m, "GET") == 0) {
+        stats(f, rp);
+    } else if (strcmp(p, "/stats/reset") == 0 && strcmp(m, "POST") == 0) {
+        pthread_mutex_lock(&f->lock);
+        clear_stats(f);
+        pthread_mutex_unlock(&f->lock);
+        reply_json(rp, 200, cJSON_CreateObject());
+    } else if (strcmp(p, "/faults") == 0 && strcmp(m, "POST") == 0) {
+        add_fault(f, rq, rp);
+    } else if (strcmp(p, "/faults") == 0 && strcmp(m, "DELETE") == 0) {
+        pthread_mutex_lock(&f->lock);
+        clear_faults(f);
+        pthread_mutex_unlock(&f->lock);
+        reply_json(rp, 200, cJSON_CreateObject());
+    } else {
+        reply_error(rp, 404, "not_found_error", "no admin route %.16s %.100s", m, rq->path);
+    }
+}

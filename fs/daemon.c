@@ -174,19 +174,46 @@ static int make_mount_dir(struct fs_store *s, struct rt_lockinfo *info)
     return rc;
 }
 
+/* Directories a gone store created that still held another store's mount
+ * (a shared parent such as /mnt/memory); retried after each teardown. */
+static char *leftover[64];
+static size_t n_leftover;
+
+static void retry_leftovers(void)
+{
+    /* Deepest first: a longer path cannot be an ancestor of a shorter one. */
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (size_t i = 0; i < n_leftover; i++) {
+            if (rmdir(leftover[i]) == 0 || errno == ENOENT) {
+                free(leftover[i]);
+                leftover[i] = leftover[--n_leftover];
+                progress = true;
+                break;
+            }
+        }
+    }
+}
+
 static void remove_created_dirs(struct fs_store *s)
 {
     for (size_t i = s->n_created; i-- > 0;) {
-        if (rmdir(s->created_dirs[i]) != 0 && errno != ENOENT)
+        if (rmdir(s->created_dirs[i]) == 0 || errno == ENOENT) {
+            free(s->created_dirs[i]);
+        } else if (errno == ENOTEMPTY && n_leftover < 64) {
+            leftover[n_leftover++] = s->created_dirs[i];
+        } else {
             log_warn("failed to remove the memory store folder", "memory_store_id", s->id,
                      "path", s->created_dirs[i], "error", strerror(errno));
-        free(s->created_dirs[i]);
+            free(s->created_dirs[i]);
+        }
     }
     if (s->n_created)
         log_info("removed memory store dir", "memory_store_id", s->id, "path", s->mount_path);
     free(s->created_dirs);
     s->created_dirs = NULL;
     s->n_created = 0;
+    retry_leftovers();
 }
 
 static void *loop_main(void *arg)
@@ -275,6 +302,13 @@ static void teardown_all(void)
 
 static void free_all(void)
 {
+    for (size_t i = 0; i < n_leftover; i++) {
+        if (rmdir(leftover[i]) != 0)
+            log_warn("failed to remove the memory store folder", "path", leftover[i], "error",
+                     strerror(errno));
+        free(leftover[i]);
+    }
+    n_leftover = 0;
     syncer_free(&D.sync);
     http_client_free(&D.http);
     cache_close(&D.cache);

@@ -1,0 +1,130 @@
+/* api.h - bindings of the Memory Stores API (memory-store-api.md A.0-A.5)
+ * over the HTTP client of http.h.  JSON (cJSON) stays inside sync/.
+ *
+ * Every function returns 0 or a negative errno:
+ *   -ESTALE  409 memory_precondition_failed_error (and 412)
+ *   -EEXIST  409 memory_path_conflict_error
+ *   -EBUSY   409 conflict_error (or a 409 of another type)
+ *   -ENOENT  404   -EINVAL 400   -EFBIG 413   -EACCES 401   -EPERM 403
+ *   -EAGAIN  429 (or 503/529) after the retries ran out;  -EIO other 5xx
+ *   -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ECONNRESET: transport
+ *   -EPROTO  the server answered 2xx with a malformed body (logged)
+ *   -EILSEQ  content handed in is not UTF-8 (refused before sending)
+ * When a struct api_error is passed, it is filled on every failure that
+ * got an HTTP answer (status, error.type, message, request id, and for a
+ * path conflict the blocker).
+ *
+ * Ownership: every struct filled here owns its strings; release them with
+ * the matching *_clear/_free, which accept zeroed and NULL structs.  All
+ * functions are thread-safe as http_run is (the client is shared). */
+#ifndef MFS_SYNC_API_H
+#define MFS_SYNC_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "http.h"
+
+struct api_error {
+    long status;                    /* 0 when no HTTP answer arrived */
+    char type[64];                  /* error.type, e.g. "not_found_error" */
+    char message[256];              /* error.message (truncated) */
+    char request_id[64];
+    char conflicting_memory_id[64]; /* memory_path_conflict_error only */
+    char *conflicting_path;         /* idem; malloc'd, api_error_clear frees */
+};
+
+struct api_memory {
+    char *id, *path, *version_id; /* malloc'd */
+    char sha[65];                 /* content_sha256, 64 lowercase hex */
+    long size;                    /* content_size_bytes */
+    char *content;                /* view=full only, else NULL; exactly size
+                                   * bytes (may hold NUL) plus a NUL after */
+    size_t content_len;
+};
+
+struct api_list {
+    struct api_memory *items; /* malloc'd array; api_list_free frees */
+    size_t n;
+};
+
+struct api_store {
+    char *id, *name, *description; /* malloc'd; description "" when unset */
+    bool archived;
+};
+
+void api_memory_clear(struct api_memory *m);
+void api_list_free(struct api_list *l);
+void api_store_clear(struct api_store *s);
+void api_error_clear(struct api_error *e);
+
+/* GET /v1/memory_stores/{id}. */
+int api_store_get(struct http_client *c, const char *store_id, struct api_store *out,
+                  struct api_error *e);
+
+/* Every memory of the store: view=basic, limit=100, each page in turn;
+ * memory_prefix items are skipped.  path_prefix (must end with '/') limits
+ * the listing; NULL lists the whole store.  On failure *out is empty. */
+int api_memories_list(struct http_client *c, const char *store_id, struct api_list *out,
+                      struct api_error *e);
+int api_memories_list_prefix(struct http_client *c, const char *store_id,
+                             const char *path_prefix, struct api_list *out,
+                             struct api_error *e);
+
+/* Retrieve with view=full, many at once (the client's max_in_flight).
+ * Each item gets its own err/mem/e (clear each mem and e afterwards).  The
+ * content is checked against content_size_bytes and content_sha256.
+ * Returns 0 when all succeeded, else the first item's error (or -ENOMEM
+ * before any request). */
+struct api_fetch {
+    const char *memory_id; /* in, borrowed */
+    int err;               /* out */
+    struct api_memory mem; /* out */
+    struct api_error e;    /* out */
+};
+int api_memories_fetch(struct http_client *c, const char *store_id, struct api_fetch *f,
+                       size_t n);
+
+/* Single writes.  out (view=basic: no content) may be NULL. */
+int api_memory_create(struct http_client *c, const char *store_id, const char *path,
+                      const char *content, size_t len, struct api_memory *out,
+                      struct api_error *e);
+/* new_path NULL keeps the path, content NULL keeps the content (len is then
+ * ignored), precondition_sha NULL sends no precondition. */
+int api_memory_update(struct http_client *c, const char *store_id, const char *id,
+                      const char *new_path, const char *content, size_t len,
+                      const char *precondition_sha, struct api_memory *out,
+                      struct api_error *e);
+/* expected_sha NULL deletes unconditionally. */
+int api_memory_delete(struct http_client *c, const char *store_id, const char *id,
+                      const char *expected_sha, struct api_error *e);
+
+/* The batch form for the sync engine: each write is one request, all run
+ * with up to max_in_flight at once, each with its own result. */
+enum api_write_op { API_WRITE_CREATE, API_WRITE_UPDATE, API_WRITE_DELETE };
+struct api_write {
+    /* in (borrowed for the call): */
+    enum api_write_op op;
+    const char *memory_id; /* update, delete */
+    const char *path;      /* create: the path; update: new path or NULL */
+    const char *content;   /* create: content (NULL = ""); update: NULL keeps */
+    size_t content_len;
+    const char *sha;       /* update: precondition; delete: expected sha;
+                            * NULL: none */
+    /* out: */
+    int err;
+    int attempts;          /* requests sent (a lost answer may have applied) */
+    struct api_memory mem; /* create/update: the memory as saved (basic) */
+    struct api_error e;
+};
+/* Returns 0 when all succeeded, else the first item's error (or -ENOMEM /
+ * -EINVAL before any request).  Clear each item with api_write_clear. */
+int api_memories_write(struct http_client *c, const char *store_id, struct api_write *w,
+                       size_t n);
+void api_write_clear(struct api_write *w);
+
+/* The errno an HTTP answer stands for, refining 409 (and 412) by
+ * error.type: the one place where error types become errnos. */
+int api_errno(long status, const char *error_type);
+
+#endif

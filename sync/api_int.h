@@ -1,0 +1,30 @@
+/* api_int.h - response parsing of the Memory Stores API, shared by api.c
+ * and the unit tests.  Private to sync/.  Each parser takes the raw body
+ * (so the tests can feed crafted JSON) and validates every field it uses:
+ * a wrong type, a missing field, a bad hash or a length that does not
+ * match content_size_bytes is -EPROTO with *what set to a static reason;
+ * never a crash.  Outputs are left zeroed on failure. */
+#ifndef MFS_SYNC_API_INT_H
+#define MFS_SYNC_API_INT_H
+
+#include "api.h"
+
+/* One memory object as the whole body (create, update, retrieve).  full:
+ * content must be a string and is decoded byte-exact (NUL included) and
+ * checked against content_size_bytes and content_sha256. */
+int apip_memory_doc(const char *body, size_t len, bool full, struct api_memory *m,
+                    const char **what);
+/* One page of a memory list: appends the memory items to acc (memory_prefix
+ * items and unknown types are skipped), sets *next_page (malloc'd) or NULL
+ * when there is no next page. */
+int apip_memory_page(const char *body, size_t len, struct api_list *acc, char **next_page,
+                     const char **what);
+int apip_store_doc(const char *body, size_t len, struct api_store *s, const char **what);
+/* {"type":"memory_deleted",...}: checks it is an object of that type. */
+int apip_deleted_doc(const char *body, size_t len, const char **what);
+/* Fills e from an error answer (any body, even non-JSON).  request_id is
+ * the response header's value ("" when absent: the envelope's is used). */
+void apip_error(long status, const char *body, size_t len, const char *request_id,
+                struct api_error *e);
+
+#endif

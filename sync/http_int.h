@@ -1,0 +1,20 @@
+/* http_int.h - internals of the HTTP client shared by http.c and
+ * http_err.c and exposed to the unit tests.  Private to sync/; no curl
+ * header here. */
+#ifndef MFS_SYNC_HTTP_INT_H
+#define MFS_SYNC_HTTP_INT_H
+
+#include <time.h>
+
+/* The server's wait hint: retry-after-ms (milliseconds, may be fractional)
+ * first, then retry-after (seconds, may be fractional, or an HTTP date
+ * compared with now).  Either header may be NULL.  Returns the wait in ms,
+ * capped at HTTP_RETRY_WAIT_CAP_MS, or -1 when no usable positive hint. */
+long http_retry_after_ms(const char *retry_after_ms, const char *retry_after, time_t now);
+
+/* Exponential backoff before retry number k (0 for the first retry):
+ * min(base * 2^k, max) scaled by the jitter factor (1 - 0.25 * u), where
+ * u is uniform in [0, 1). */
+long http_backoff_ms(long base_ms, long max_ms, int k, double u);
+
+#endif

@@ -1,0 +1,9 @@
+# tests/mount.cmake: real FUSE mounts against a private memstored.
+target_sources(mfs_testsupport PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/mnt.c)
+target_compile_definitions(mfs_testsupport PUBLIC
+    MEMSTOREFS_BIN="$<TARGET_FILE:memstorefs>")
+add_dependencies(mfs_testsupport memstorefs)
+
+foreach(area read lifecycle)
+  mfs_add_test(test_mount_${area} test_mount_${area}.c TIMEOUT 300 LABELS mount)
+endforeach()

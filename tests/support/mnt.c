@@ -1,0 +1,206 @@
+/* mnt.c - real-mount test support (see mnt.h).
+ *
+ * Everything a test starts lives below one mkdtemp directory, and the
+ * runtime directory (MEMSTOREFS_RUNTIME_DIR) is private too, so a test's
+ * teardown can find every daemon it started through their lock files and
+ * stop them by PID, and never touches another test's mounts. */
+#include "mnt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+int mnt_setup(struct mnt_env *e, const char *const *msd_args)
+{
+    memset(e, 0, sizeof(*e));
+    struct stat st;
+    cr_assert(stat("/dev/fuse", &st) == 0 && S_ISCHR(st.st_mode),
+              "/dev/fuse is missing: the mount tests must mount for real");
+    snprintf(e->root, sizeof(e->root), "/tmp/mfs-mnt-XXXXXX");
+    if (!mkdtemp(e->root))
+        return -errno;
+    snprintf(e->mnt, sizeof(e->mnt), "%s/mnt", e->root);
+    snprintf(e->cache, sizeof(e->cache), "%s/cache", e->root);
+    snprintf(e->run, sizeof(e->run), "%s/run", e->root);
+    if (mkdir(e->mnt, 0755) || mkdir(e->run, 0700))
+        return -errno;
+    return msd_start(&e->msd, msd_args);
+}
+
+static int vsh(const struct mnt_env *e, char **out, const char *fmt, va_list ap)
+{
+    char *cmd = NULL;
+    if (vasprintf(&cmd, fmt, ap) < 0)
+        return -1;
+    char *full = NULL;
+    int n = asprintf(&full,
+                     "export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='%s' "
+                     "MEMSTOREFS_RUNTIME_DIR='%s' MFS='%s' MNT='%s' CACHE='%s'; "
+                     "unset ANTHROPIC_AUTH_TOKEN ANTHROPIC_WORK_SECRET; (%s) 2>&1",
+                     e->msd.url, e->run, MEMSTOREFS_BIN, e->mnt, e->cache, cmd);
+    free(cmd);
+    if (n < 0)
+        return -1;
+    FILE *p = popen(full, "r");
+    free(full);
+    if (!p)
+        return -1;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[4096];
+    size_t r;
+    while ((r = fread(chunk, 1, sizeof(chunk), p)) > 0)
+        if (m)
+            fwrite(chunk, 1, r, m);
+    if (m)
+        fclose(m);
+    int st = pclose(p);
+    if (out)
+        *out = buf ? buf : strdup("");
+    else
+        free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int mnt_sh(const struct mnt_env *e, char **out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vsh(e, out, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+bool mnt_wait_sh(const struct mnt_env *e, int timeout_s, const char *fmt, ...)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int rc = vsh(e, NULL, fmt, ap);
+        va_end(ap);
+        if (rc == 0)
+            return true;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec >= timeout_s)
+            return false;
+        usleep(200 * 1000);
+    }
+}
+
+int mnt_mount(const struct mnt_env *e, const char *store, const char *name, bool ro,
+              const char *extra, char **out)
+{
+    return mnt_sh(e, out, "$MFS mount --store '%s:%s/%s%s' --cache-dir \"$CACHE\" "
+                          "--sync-interval 5 --log-level debug %s",
+                  store, e->mnt, name, ro ? ":ro" : "", extra ? extra : "");
+}
+
+bool mnt_is_mounted(const char *path)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f)
+        return false;
+    char line[8192];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        /* id parent major:minor root mountpoint ... */
+        char mp[4096];
+        if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1 && strcmp(mp, path) == 0)
+            found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+char *mnt_read(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&buf, &n);
+    char chunk[4096];
+    size_t r;
+    while ((r = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        fwrite(chunk, 1, r, m);
+    fclose(f);
+    fclose(m);
+    if (len)
+        *len = n;
+    return buf;
+}
+
+/* Kills every daemon named by a lock file in the private runtime dir. */
+static void kill_daemons(const struct mnt_env *e)
+{
+    DIR *d = opendir(e->run);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, "store-", 6) != 0)
+            continue;
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", e->run, de->d_name);
+        char *text = mnt_read(path, NULL);
+        if (!text)
+            continue;
+        char *p = strstr(text, "pid=");
+        pid_t pid = p ? (pid_t)strtol(p + 4, NULL, 10) : 0;
+        free(text);
+        if (pid > 1 && kill(pid, 0) == 0) {
+            kill(pid, SIGKILL);
+            for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+                usleep(100 * 1000);
+        }
+    }
+    closedir(d);
+}
+
+/* Lazily detaches every mount below root (dead ones included). */
+static void detach_all(const struct mnt_env *e)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f)
+        return;
+    char line[8192];
+    size_t rl = strlen(e->root);
+    while (fgets(line, sizeof(line), f)) {
+        char mp[4096];
+        if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1 && strncmp(mp, e->root, rl) == 0) {
+            char cmd[8400];
+            snprintf(cmd, sizeof(cmd), "fusermount3 -u -z '%s' 2>/dev/null || umount -l '%s'",
+                     mp, mp);
+            (void)!system(cmd);
+        }
+    }
+    fclose(f);
+}
+
+void mnt_teardown(struct mnt_env *e)
+{
+    if (!e->root[0])
+        return;
+    mnt_sh(e, NULL, "timeout 60 $MFS unmount --all >/dev/null 2>&1");
+    kill_daemons(e);
+    detach_all(e);
+    msd_stop(&e->msd);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->root);
+    (void)!system(cmd);
+    e->root[0] = '\0';
+}

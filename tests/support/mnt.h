@@ -1,0 +1,51 @@
+/* mnt.h - support for real-mount tests: a private temp dir (mount points,
+ * cache, runtime dir), a private memstored, running memstorefs and shell
+ * commands with the right environment, and a teardown that unmounts and
+ * stops everything it started (by PID), whether the test passed or not. */
+#ifndef MFS_TEST_MNT_H
+#define MFS_TEST_MNT_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "msd.h"
+
+struct mnt_env {
+    struct msd msd;
+    char root[256];   /* private temp dir */
+    char mnt[300];    /* root/mnt: mount points go below */
+    char cache[300];  /* root/cache: the default --cache-dir of mnt_mount */
+    char run[300];    /* root/run: MEMSTOREFS_RUNTIME_DIR */
+};
+
+/* Starts memstored (extra args may be NULL) and makes the dirs.  0 or
+ * -errno.  When /dev/fuse is missing the test fails (never skips). */
+int mnt_setup(struct mnt_env *e, const char *const *msd_args);
+/* Unmounts everything under root (memstorefs unmount --all, then SIGKILL
+ * of any daemon still alive by the PID in its lock file, then a lazy
+ * fusermount3 -u of any mount left), stops memstored, removes root. */
+void mnt_teardown(struct mnt_env *e);
+
+/* Runs `sh -c CMD` (printf-formatted) with ANTHROPIC_API_KEY=test-key,
+ * ANTHROPIC_BASE_URL=<memstored>, MEMSTOREFS_RUNTIME_DIR=<run>,
+ * MFS=<memstorefs binary>, MNT=<mnt>, CACHE=<cache> in its environment
+ * (the command may override them).  Returns the exit status (or -1) and,
+ * when out is not NULL, the combined stdout+stderr (malloc'd). */
+int mnt_sh(const struct mnt_env *e, char **out, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* $MFS mount --store STORE:MNT/NAME[:ro] --cache-dir CACHE --sync-interval 5
+ * plus extra (may be ""): the exit status, output in *out if not NULL. */
+int mnt_mount(const struct mnt_env *e, const char *store, const char *name, bool ro,
+              const char *extra, char **out);
+
+/* Polls `sh -c CMD` until it exits 0 or timeout_s passes; true if it did. */
+bool mnt_wait_sh(const struct mnt_env *e, int timeout_s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* True when path is a mount point now (from /proc/self/mountinfo). */
+bool mnt_is_mounted(const char *path);
+/* Reads a whole file (malloc'd, NUL-terminated) or NULL. */
+char *mnt_read(const char *path, size_t *len);
+
+#endif

@@ -1,0 +1,262 @@
+/* test_mount_lifecycle.c - what `memstorefs mount` refuses (and that it
+ * then leaves nothing behind), one mount per store per host, and that
+ * unmount, SIGTERM and SIGINT take the mounts and their directories away. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mnt.h"
+
+static struct mnt_env E;
+static char *store;
+
+static void setup(void)
+{
+    cr_assert_eq(mnt_setup(&E, NULL), 0, "cannot start memstored");
+    store = t_create_store(&E.msd, "Lifecycle");
+    cr_assert_not_null(store);
+    free(t_create_memory(&E.msd, store, "/a/b.md", "b\n"));
+}
+
+static void teardown(void)
+{
+    mnt_teardown(&E);
+    free(store);
+    store = NULL;
+}
+
+TestSuite(mount_lifecycle, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Nothing is mounted below the private root and mnt/ is empty. */
+static void expect_nothing_left(void)
+{
+    char *out = NULL;
+    mnt_sh(&E, &out, "grep -c ' %s' /proc/self/mountinfo", E.root);
+    cr_expect_str_eq(out, "0\n", "a mount was left behind");
+    free(out);
+    mnt_sh(&E, &out, "ls -A $MNT");
+    cr_expect_str_eq(out, "", "something was left in the mount directory: %s", out);
+    free(out);
+}
+
+Test(mount_lifecycle, existing_path_is_refused_and_kept)
+{
+    char *out = NULL;
+    mnt_sh(&E, NULL, "mkdir -p $MNT/here && echo mine > $MNT/here/keep.txt");
+    int rc = mnt_mount(&E, store, "here", false, "", &out);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "something already exists at the memory store's path"), "%s", out);
+    cr_expect(strstr(out, store), "the message does not name the store: %s", out);
+    free(out);
+    mnt_sh(&E, &out, "cat $MNT/here/keep.txt");
+    cr_expect_str_eq(out, "mine\n", "the existing directory was touched");
+    free(out);
+    mnt_sh(&E, NULL, "rm -rf $MNT/here");
+    expect_nothing_left();
+}
+
+Test(mount_lifecycle, symlink_counts_as_existing)
+{
+    char *out = NULL;
+    mnt_sh(&E, NULL, "ln -s /nonexistent $MNT/link");
+    int rc = mnt_mount(&E, store, "link", false, "", &out);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "already exists"), "%s", out);
+    free(out);
+    mnt_sh(&E, NULL, "rm -f $MNT/link");
+    expect_nothing_left();
+}
+
+Test(mount_lifecycle, unclean_paths_are_refused)
+{
+    const char *bad[] = {"relative/path", "/x/../y", "/x/./y", "/x//y", "/x/"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *out = NULL;
+        int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s' --cache-dir \"$CACHE\"", store,
+                        bad[i]);
+        cr_expect_neq(rc, 0, "%s was accepted", bad[i]);
+        cr_expect(strstr(out, "not a clean absolute path"), "%s: %s", bad[i], out);
+        free(out);
+    }
+    expect_nothing_left();
+}
+
+Test(mount_lifecycle, missing_credential_is_refused)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "unset ANTHROPIC_API_KEY; $MFS mount --store '%s:%s/nocred' "
+                              "--cache-dir \"$CACHE\"", store, E.mnt);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "ANTHROPIC_API_KEY"), "the message does not say what to set: %s", out);
+    free(out);
+    expect_nothing_left();
+}
+
+Test(mount_lifecycle, unreachable_server_is_refused)
+{
+    char *out = NULL;
+    /* Port 1 on loopback: nothing listens there. */
+    int rc = mnt_sh(&E, &out, "ANTHROPIC_BASE_URL=http://127.0.0.1:1 $MFS mount --store "
+                              "'%s:%s/unreach' --cache-dir \"$CACHE\"", store, E.mnt);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "cannot reach"), "%s", out);
+    free(out);
+    expect_nothing_left();
+}
+
+Test(mount_lifecycle, unknown_store_is_refused)
+{
+    char *out = NULL;
+    int rc = mnt_mount(&E, "memstore_doesnotexist", "unknown", false, "", &out);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "unknown memory store memstore_doesnotexist"), "%s", out);
+    free(out);
+    expect_nothing_left();
+}
+
+Test(mount_lifecycle, one_bad_store_undoes_the_good_ones)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/good' --store "
+                              "'memstore_nope:%s/bad' --cache-dir \"$CACHE\"", store, E.mnt,
+                    E.mnt);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "memstore_nope"), "%s", out);
+    free(out);
+    expect_nothing_left();
+}
+
+Test(mount_lifecycle, parent_that_cannot_hold_a_directory)
+{
+    char *out = NULL;
+    mnt_sh(&E, NULL, "echo file > $MNT/afile");
+    int rc = mnt_mount(&E, store, "afile/sub", false, "", &out);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "cannot create the memory store's folder"), "%s", out);
+    cr_expect(strstr(out, "writable"), "%s", out);
+    free(out);
+    mnt_sh(&E, NULL, "rm -f $MNT/afile");
+    expect_nothing_left();
+}
+
+Test(mount_lifecycle, second_mount_of_a_store_is_refused)
+{
+    char *out = NULL;
+    int rc = mnt_mount(&E, store, "first", false, "", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = mnt_mount(&E, store, "second", false, "", &out);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(out, "already mounted"), "%s", out);
+    cr_expect(strstr(out, "/first"), "the message does not name the other mount: %s", out);
+    free(out);
+    char second[400];
+    snprintf(second, sizeof(second), "%s/second", E.mnt);
+    cr_expect_neq(access(second, F_OK), 0, "the second mount path was created");
+    /* The first mount still works. */
+    mnt_sh(&E, &out, "cat $MNT/first/a/b.md");
+    cr_expect_str_eq(out, "b\n");
+    free(out);
+}
+
+Test(mount_lifecycle, unmount_removes_created_directories)
+{
+    char *out = NULL;
+    int rc = mnt_mount(&E, store, "deep/er/store", false, "", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/deep/er/store", E.mnt);
+    cr_assert(mnt_is_mounted(path));
+    rc = mnt_sh(&E, &out, "$MFS unmount $MNT/deep/er/store/");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    cr_expect(!mnt_is_mounted(path));
+    expect_nothing_left();
+    rc = mnt_sh(&E, &out, "$MFS unmount $MNT/deep/er/store");
+    cr_expect_neq(rc, 0, "unmounting twice succeeded");
+    cr_expect(strstr(out, "not a memstorefs mount"), "%s", out);
+    free(out);
+}
+
+/* Reads the daemon's pid from the store's lock file. */
+static pid_t daemon_pid(void)
+{
+    char *out = NULL;
+    mnt_sh(&E, &out, "sed -n 's/^pid=//p' %s/store-*.lock | head -1", E.run);
+    pid_t pid = (pid_t)strtol(out, NULL, 10);
+    free(out);
+    return pid;
+}
+
+static void signal_unmounts(int sig)
+{
+    char *out = NULL;
+    int rc = mnt_mount(&E, store, "sig/store", false, "", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t pid = daemon_pid();
+    cr_assert_gt(pid, 1);
+    cr_assert_eq(kill(pid, sig), 0);
+    for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    cr_expect_neq(kill(pid, 0), 0, "the daemon did not exit on signal %d", sig);
+    expect_nothing_left();
+}
+
+Test(mount_lifecycle, sigterm_unmounts)
+{
+    signal_unmounts(SIGTERM);
+}
+
+Test(mount_lifecycle, sigint_unmounts)
+{
+    signal_unmounts(SIGINT);
+}
+
+Test(mount_lifecycle, dead_mount_is_cleaned_by_unmount)
+{
+    char *out = NULL;
+    int rc = mnt_mount(&E, store, "dead", false, "", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t pid = daemon_pid();
+    cr_assert_gt(pid, 1);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    /* The dead mount blocks a new session at the same path... */
+    rc = mnt_mount(&E, store, "dead", false, "", &out);
+    cr_expect_neq(rc, 0);
+    free(out);
+    /* ...until unmount cleans it up. */
+    rc = mnt_sh(&E, &out, "$MFS unmount $MNT/dead");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "dead mount"), "%s", out);
+    free(out);
+    expect_nothing_left();
+    rc = mnt_mount(&E, store, "dead", false, "", &out);
+    cr_expect_eq(rc, 0, "remount after cleanup failed: %s", out);
+    free(out);
+}
+
+Test(mount_lifecycle, foreground_mode_serves_until_signalled)
+{
+    char *out = NULL;
+    /* Start in the foreground in the background of the shell, wait for the
+     * mount, then SIGTERM that pid. */
+    int rc = mnt_sh(&E, &out,
+                    "$MFS mount --foreground --store '%s:%s/fg' --cache-dir \"$CACHE\" "
+                    ">%s/fg.log 2>&1 & pid=$!; "
+                    "for i in $(seq 100); do [ -f $MNT/fg/a/b.md ] && break; sleep 0.1; done; "
+                    "cat $MNT/fg/a/b.md; kill -TERM $pid; wait $pid; echo exit=$?",
+                    store, E.mnt, E.root);
+    cr_expect_eq(rc, 0);
+    cr_expect_str_eq(out, "b\nexit=0\n");
+    free(out);
+    expect_nothing_left();
+}

@@ -4,6 +4,6 @@ target_compile_definitions(mfs_testsupport PUBLIC
     MEMSTOREFS_BIN="$<TARGET_FILE:memstorefs>")
 add_dependencies(mfs_testsupport memstorefs)
 
-foreach(area read lifecycle)
+foreach(area read lifecycle refresh)
   mfs_add_test(test_mount_${area} test_mount_${area}.c TIMEOUT 300 LABELS mount)
 endforeach()

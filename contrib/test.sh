@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets up everything and runs the whole test suite: installs the packages,
+# configures and builds (warnings are errors), then runs ctest.  Real FUSE
+# mounts need /dev/fuse and root (or a user allowed to mount with
+# fusermount3).  Usage: contrib/test.sh [extra ctest arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+contrib/install-deps.sh
+BUILD=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD" -DMFS_WERROR=ON ${CMAKE_ARGS:-}
+cmake --build "$BUILD" -j"$(nproc)"
+ctest --test-dir "$BUILD" --output-on-failure --timeout 600 "$@"

@@ -4,7 +4,8 @@
  * final "ok" or "error <reason>":
  *   unmount <path>   tear down the store mounted at path
  *   unmount-all      tear down every store (the daemon then exits)
- *   status           one JSON object per store, then ok
+ *   status           a human description of each store, then ok
+ *   status-json      one JSON object per store (a line each), then ok
  * The daemon serves one connection at a time from its main thread.
  *
  * `memstorefs unmount` finds the daemon of a path through the store lock
@@ -61,7 +62,7 @@ static void json_str(char *out, size_t cap, const char *s)
     out[o] = '\0';
 }
 
-static void serve_status(struct daemon *d, int fd)
+static void serve_status(struct daemon *d, int fd, bool json)
 {
     for (size_t i = 0; i < d->n; i++) {
         struct fs_store *s = &d->stores[i];
@@ -73,6 +74,24 @@ static void serve_status(struct daemon *d, int fd)
         int64_t when = 0;
         char result[512] = "", path[8192], res[1200];
         syncer_last(d->sync, s->sync_idx, &when, result, sizeof(result));
+        if (!json) {
+            char when_s[64] = "never";
+            if (when) {
+                struct tm tm;
+                time_t t = (time_t)when;
+                localtime_r(&t, &tm);
+                strftime(when_s, sizeof(when_s), "%Y-%m-%d %H:%M:%S", &tm);
+            }
+            say(fd, "%s\n  mounted at   %s (%s, pid %d)\n  memories     %llu in %llu "
+                    "directories, %llu bytes\n  dirty        %llu\n  refused      %llu\n"
+                    "  not cached   %llu\n  last sync    %s: %s\n",
+                s->id, s->mount_path, s->read_only ? "read-only" : "read-write", (int)getpid(),
+                (unsigned long long)st.files, (unsigned long long)st.dirs,
+                (unsigned long long)st.bytes, (unsigned long long)st.dirty,
+                (unsigned long long)st.refused, (unsigned long long)st.missing_content, when_s,
+                result[0] ? result : "-");
+            continue;
+        }
         json_str(path, sizeof(path), s->mount_path);
         json_str(res, sizeof(res), result);
         say(fd, "{\"memory_store_id\":\"%s\",\"mount_path\":\"%s\",\"access\":\"%s\","
@@ -108,8 +127,8 @@ void control_serve(struct daemon *d, int listen_fd)
     char *nl = strchr(line, '\n');
     if (nl)
         *nl = '\0';
-    if (strcmp(line, "status") == 0) {
-        serve_status(d, fd);
+    if (strcmp(line, "status") == 0 || strcmp(line, "status-json") == 0) {
+        serve_status(d, fd, strcmp(line, "status-json") == 0);
     } else if (strcmp(line, "unmount-all") == 0) {
         for (size_t i = 0; i < d->n; i++)
             if (!d->stores[i].gone)
@@ -332,15 +351,10 @@ static int status_one(void *arg, const char *file, const struct rt_lockinfo *inf
     FILE *m = open_memstream(&text, &len);
     if (!m)
         return -ENOMEM;
-    int rc = ask(info->pid, "status", m, 10);
+    int rc = ask(info->pid, sc->json ? "status-json" : "status", m, 10);
     fclose(m);
-    if (!rc && sc->json)
+    if (!rc)
         fputs(text, stdout);
-    else if (!rc)
-        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-            /* A compact human form of the JSON object. */
-            printf("%s\n", line);
-        }
     sc->shown += !rc;
     free(text);
     return 0;

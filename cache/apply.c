@@ -12,7 +12,8 @@
  *      the node and the directories above it;
  *   3. implied directories (state 0) left empty are unlinked, bottom-up.
  * Nodes with local changes (state != 0) are never touched here: the sync
- * engine decides about them. */
+ * engine decides about them.  A listed memory that has a tombstone (deleted
+ * locally, not yet deleted remotely) is skipped, so it is not resurrected. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,7 +178,16 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
                      struct cache_changes *ch)
 {
     sqlite3_stmt *st;
-    int rc = db_prepare(c, "SELECT ino, parent IS NULL, state, COALESCE(sha, ''), path"
+    int rc = db_prepare(c, "SELECT 1 FROM tombstones WHERE store = ? AND memory_id = ?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, r->memory_id, -1, SQLITE_TRANSIENT);
+    bool deleted = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (deleted)
+        return 0; /* deleted locally: the sync deletes it remotely */
+    rc = db_prepare(c, "SELECT ino, parent IS NULL, state, COALESCE(sha, ''), path"
                            " FROM nodes WHERE store = ? AND memory_id = ? AND unlinked = 0"
                            " AND is_dir = 0", &st);
     if (rc)

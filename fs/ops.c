@@ -1,4 +1,6 @@
-/* ops.c - the FUSE low-level operations of one mounted store.
+/* ops.c - the FUSE low-level operations of one mounted store that read:
+ * lookup, getattr, readdir, open, read, release, statfs, xattr queries,
+ * and the operation table (the changes are in ops_write.c).
  *
  * Inode numbers are cache row ids (fs_to_row/fs_to_kernel map the store
  * root to FUSE_ROOT_ID); CACHE_INO_MARKER is the virtual marker file at the
@@ -6,58 +8,56 @@
  * removed while the kernel may still know it stays in the cache (unlinked)
  * until the next cache_open, so an inode number always resolves.
  *
- * Open files: open loads the content (downloading it first if the cache
- * does not have it) into a struct fh; read serves from it; release frees
- * it.  keep_cache lets the kernel keep pages across opens: the sync engine
- * invalidates exactly the inodes whose content changed (notify.c).
- *
- * Mutating operations are refused with EROFS on a read-only store (the
- * kernel's ro mount refuses first; this is the second wall). */
+ * Open files: every open of a file shares the inode's struct ofile
+ * (openfile.c), loaded from the cache at open (downloading the content
+ * first if the cache does not have it); fi->fh points to it (0 for the
+ * marker, whose bytes are served from the store).  read serves from it, so
+ * a reader sees what a writer wrote; release flushes and drops it.
+ * keep_cache lets the kernel keep pages across opens: the sync engine
+ * invalidates exactly the inodes whose content changed (notify.c), and
+ * local writes go through the kernel, which keeps its pages right. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include "cache.h"
 #include "engine.h"
-#include "fs.h"
 #include "log.h"
+#include "ops.h"
 #include "rules.h"
 
-/* Remote changes are pushed into the kernel by notify.c, so the kernel may
- * keep names and attributes for a long time. */
-#define FS_TIMEOUT 3600.0
+#define store_of ops_store
+#define fill_attr ops_fill_attr
+#define is_marker ops_is_marker
 
-struct fh {
-    char *buf;
-    size_t len;
-};
-
-static struct fs_store *store_of(fuse_req_t req)
+mode_t ops_mode(const struct fs_store *s, bool is_dir)
 {
-    return fuse_req_userdata(req);
+    if (is_dir)
+        return s->read_only ? 0555 : 0755;
+    return s->read_only ? 0444 : 0644;
 }
 
-static void fill_attr(const struct fs_store *s, const struct cnode *n, struct stat *st)
+void ops_fill_attr(const struct fs_store *s, const struct cnode *n, struct stat *st)
 {
     memset(st, 0, sizeof(*st));
     st->st_ino = fs_to_kernel(s, n->ino);
+    int64_t mtime = n->mtime_ns;
     if (n->is_dir) {
-        st->st_mode = S_IFDIR | (s->read_only ? 0555 : 0755);
-        st->st_nlink = 2;
+        st->st_mode = S_IFDIR | ops_mode(s, true);
+        st->st_nlink = n->unlinked ? 0 : 2;
         st->st_size = 4096;
     } else {
-        st->st_mode = S_IFREG | (s->read_only ? 0444 : 0644);
-        st->st_nlink = 1;
+        st->st_mode = S_IFREG | ops_mode(s, false);
+        st->st_nlink = n->unlinked ? 0 : 1;
         st->st_size = (off_t)n->size;
     }
     st->st_uid = s->uid;
     st->st_gid = s->gid;
     st->st_blksize = 4096;
     st->st_blocks = (st->st_size + 511) / 512;
-    st->st_mtim.tv_sec = n->mtime_ns / 1000000000LL;
-    st->st_mtim.tv_nsec = n->mtime_ns % 1000000000LL;
+    st->st_mtim.tv_sec = mtime / 1000000000LL;
+    st->st_mtim.tv_nsec = mtime % 1000000000LL;
     st->st_ctim.tv_sec = n->ctime_ns / 1000000000LL;
     st->st_ctim.tv_nsec = n->ctime_ns % 1000000000LL;
     st->st_atim = st->st_mtim;
@@ -76,7 +76,34 @@ static void marker_attr(const struct fs_store *s, struct stat *st)
     st->st_blocks = 1;
 }
 
-static bool is_marker(const struct fs_store *s, uint64_t parent_row, const char *name)
+int ops_getnode(struct fs_store *s, uint64_t row, struct cnode *n)
+{
+    struct ofile *f = ofile_find(row);
+    if (!f)
+        return cache_getattr(s->cache, row, n);
+    /* Under the buffer's lock no flush can run between reading the node
+     * and reading the buffer, so the size reported is never older than
+     * what the kernel already wrote (it would then append at a stale
+     * offset). */
+    ofile_lock(f);
+    int rc = cache_getattr(s->cache, row, n);
+    if (!rc && !n->is_dir)
+        ofile_attr_locked(f, &n->size, &n->mtime_ns);
+    ofile_unlock(f);
+    ofile_put(f);
+    return rc;
+}
+
+void ops_fill_entry(const struct fs_store *s, const struct cnode *n, struct fuse_entry_param *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->attr_timeout = FS_TIMEOUT;
+    e->entry_timeout = FS_TIMEOUT;
+    e->ino = fs_to_kernel(s, n->ino);
+    fill_attr(s, n, &e->attr);
+}
+
+bool ops_is_marker(const struct fs_store *s, uint64_t parent_row, const char *name)
 {
     return parent_row == s->root && strcmp(name, MEM_MARKER_NAME) == 0;
 }
@@ -97,12 +124,17 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     struct cnode n;
     int rc = cache_lookup(s->cache, prow, name, &n);
+    if (!rc && !n.is_dir) {
+        /* Read it again the way getattr does: an open buffer wins. */
+        uint64_t row = n.ino;
+        cnode_clear(&n);
+        rc = ops_getnode(s, row, &n);
+    }
     if (rc) {
         fuse_reply_err(req, -rc);
         return;
     }
-    e.ino = fs_to_kernel(s, n.ino);
-    fill_attr(s, &n, &e.attr);
+    ops_fill_entry(s, &n, &e);
     cnode_clear(&n);
     fuse_reply_entry(req, &e);
 }
@@ -127,7 +159,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         return;
     }
     struct cnode n;
-    int rc = cache_getattr(s->cache, fs_to_row(s, ino), &n);
+    int rc = ops_getnode(s, fs_to_row(s, ino), &n);
     if (rc) {
         fuse_reply_err(req, -rc);
         return;
@@ -150,8 +182,11 @@ struct dirbuf {
     bool plus;
 };
 
-/* Adds one entry; returns 1 when the buffer is full (entry not added). */
-static int dir_add(struct dirbuf *d, const char *name, const struct stat *st, off_t next)
+/* Adds one entry; returns 1 when the buffer is full (entry not added).
+ * With link false a readdirplus entry carries no attributes (the kernel
+ * then neither counts a lookup nor updates the inode). */
+static int dir_add(struct dirbuf *d, const char *name, const struct stat *st, off_t next,
+                   bool link)
 {
     size_t room = d->size - d->len;
     size_t need;
@@ -162,9 +197,8 @@ static int dir_add(struct dirbuf *d, const char *name, const struct stat *st, of
         e.ino = st->st_ino;
         e.attr_timeout = FS_TIMEOUT;
         e.entry_timeout = FS_TIMEOUT;
-        bool dot = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
-        if (dot)
-            e.ino = 0; /* no lookup count for . and .. */
+        if (!link)
+            e.ino = 0;
         need = fuse_add_direntry_plus(d->req, d->buf + d->len, room, name, &e, next);
     } else {
         need = fuse_add_direntry(d->req, d->buf + d->len, room, name, st, next);
@@ -180,7 +214,10 @@ static int dir_child(void *arg, const struct cnode *n)
     struct dirbuf *d = arg;
     struct stat st;
     fill_attr(d->s, n, &st);
-    return dir_add(d, n->name, &st, (off_t)(n->ino + OFF_CHILD_BASE));
+    /* An open file's size is its buffer's, which cannot be read here (the
+     * cache lock is held): leave its attributes to lookup/getattr. */
+    bool link = n->is_dir || !ofile_is_open(n->ino);
+    return dir_add(d, n->name, &st, (off_t)(n->ino + OFF_CHILD_BASE), link);
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
@@ -210,15 +247,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
     cnode_clear(&self);
     bool full = false;
     if (off < 1)
-        full = dir_add(&d, ".", &st, 1);
+        full = dir_add(&d, ".", &st, 1, false);
     if (!full && off < 2) {
         struct stat up = st;
         up.st_ino = FUSE_ROOT_ID; /* the parent's number is not needed by anyone */
-        full = dir_add(&d, "..", &up, 2);
+        full = dir_add(&d, "..", &up, 2, false);
     }
     if (!full && off < OFF_CHILD_BASE && row == s->root) {
         marker_attr(s, &st);
-        full = dir_add(&d, MEM_MARKER_NAME, &st, OFF_CHILD_BASE);
+        full = dir_add(&d, MEM_MARKER_NAME, &st, OFF_CHILD_BASE, true);
     }
     if (!full) {
         uint64_t after = off > OFF_CHILD_BASE ? (uint64_t)off - OFF_CHILD_BASE : 0;
@@ -269,86 +306,126 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
     fuse_reply_err(req, 0);
 }
 
-/* Loads a file's bytes, downloading them when the cache lacks them. */
-static int load_content(struct fs_store *s, const struct cnode *n, struct fh *fh)
+int ops_load(struct fs_store *s, struct ofile *f)
 {
-    if (!n->sha[0]) {
-        fh->buf = strdup("");
-        fh->len = 0;
-        return fh->buf ? 0 : -ENOMEM;
+    for (int attempt = 0;; attempt++) {
+        struct cnode n;
+        ofile_lock(f);
+        int rc = cache_getattr(s->cache, f->row, &n);
+        if (rc) {
+            ofile_unlock(f);
+            return rc == -ENOENT ? -EIO : rc;
+        }
+        if (n.is_dir) {
+            rc = -EISDIR;
+        } else if (!ofile_current_locked(f, n.sha)) {
+            char *buf = NULL;
+            size_t len = 0;
+            if (!n.sha[0])
+                rc = (buf = strdup("")) ? 0 : -ENOMEM;
+            else
+                rc = cache_blob_get(s->cache, n.sha, &buf, &len);
+            if (!rc)
+                ofile_install_locked(f, buf, len, n.sha);
+        }
+        ofile_unlock(f);
+        if (rc == -ENOENT && attempt == 0 && n.memory_id[0]) {
+            /* Not in the cache yet: download it, with no lock held. */
+            rc = syncer_fetch(s->sync, s->sync_idx, n.memory_id, n.sha);
+            if (!rc) {
+                cnode_clear(&n);
+                continue;
+            }
+        }
+        if (rc && rc != -EISDIR)
+            log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
+                     "error", strerror(-rc));
+        cnode_clear(&n);
+        return rc == -ENOENT ? -EIO : rc;
     }
-    int rc = cache_blob_get(s->cache, n->sha, &fh->buf, &fh->len);
-    if (rc != -ENOENT)
-        return rc;
-    if (!n->memory_id[0])
-        return -EIO;
-    rc = syncer_fetch(s->sync, s->sync_idx, n->memory_id, n->sha);
-    if (rc)
-        return rc;
-    return cache_blob_get(s->cache, n->sha, &fh->buf, &fh->len);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs_store *s = store_of(req);
-    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-        fuse_reply_err(req, ino == CACHE_INO_MARKER ? EPERM : EROFS);
+    bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+    if (ino == CACHE_INO_MARKER) {
+        if (writing) {
+            fuse_reply_err(req, s->read_only ? EROFS : EPERM);
+            return;
+        }
+        fi->fh = 0;
+        fi->keep_cache = 1;
+        fuse_reply_open(req, fi);
         return;
     }
-    struct fh *fh = calloc(1, sizeof(*fh));
-    if (!fh) {
+    if (writing && s->read_only) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    struct ofile *f = ofile_get(fs_to_row(s, ino));
+    if (!f) {
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    int rc = 0;
-    if (ino == CACHE_INO_MARKER) {
-        fh->buf = malloc(s->marker_len + 1);
-        if (fh->buf) {
-            memcpy(fh->buf, s->marker, s->marker_len);
-            fh->len = s->marker_len;
-        } else {
-            rc = -ENOMEM;
-        }
-    } else {
+    int rc;
+    if (writing && (fi->flags & O_TRUNC)) {
+        bool first = false;
         struct cnode n;
-        rc = cache_getattr(s->cache, fs_to_row(s, ino), &n);
+        rc = cache_getattr(s->cache, f->row, &n);
         if (!rc) {
-            rc = n.is_dir ? -EISDIR : load_content(s, &n, fh);
-            if (rc && rc != -EISDIR)
-                log_warn("failed to fetch memory content", "memory_store_id", s->id, "path",
-                         n.path, "error", strerror(-rc));
+            rc = n.is_dir ? -EISDIR : ofile_truncate(f, 0, ops_now_ns(), &first);
             cnode_clear(&n);
         }
+        if (!rc && first)
+            rc = cache_mark_dirty(s->cache, f->row);
+    } else {
+        rc = ops_load(s, f);
     }
     if (rc) {
-        free(fh->buf);
-        free(fh);
-        fuse_reply_err(req, -rc == ENOENT ? EIO : -rc);
+        ofile_put(f);
+        fuse_reply_err(req, -rc);
         return;
     }
-    fi->fh = (uint64_t)(uintptr_t)fh;
+    fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = 1;
-    fuse_reply_open(req, fi);
+    if (fuse_reply_open(req, fi) != 0)
+        ofile_put(f); /* the open was interrupted: no release will come */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
-    struct fh *fh = (struct fh *)(uintptr_t)fi->fh;
-    if (off < 0 || (size_t)off >= fh->len) {
-        fuse_reply_buf(req, NULL, 0);
+    struct fs_store *s = store_of(req);
+    if (ino == CACHE_INO_MARKER) {
+        if (off < 0 || (size_t)off >= s->marker_len) {
+            fuse_reply_buf(req, NULL, 0);
+            return;
+        }
+        size_t n = s->marker_len - (size_t)off;
+        fuse_reply_buf(req, s->marker + off, n < size ? n : size);
         return;
     }
-    size_t n = fh->len - (size_t)off;
-    fuse_reply_buf(req, fh->buf + off, n < size ? n : size);
+    char *buf = NULL;
+    size_t n = 0;
+    int rc = off < 0 ? -EINVAL : ofile_read(ops_ofile(fi), (uint64_t)off, size, &buf, &n);
+    if (rc)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_buf(req, buf, n);
+    free(buf);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct fh *fh = (struct fh *)(uintptr_t)fi->fh;
-    if (fh) {
-        free(fh->buf);
-        free(fh);
+    struct fs_store *s = store_of(req);
+    struct ofile *f = ops_ofile(fi);
+    if (f) {
+        int rc = ofile_flush(f, s->cache);
+        if (rc)
+            log_error("failed to save a closed file to the cache", "memory_store_id", s->id,
+                      "error", strerror(-rc));
+        ofile_put(f);
     }
     fuse_reply_err(req, 0);
 }
@@ -375,83 +452,6 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     fuse_reply_statfs(req, &sv);
 }
 
-/* Until local writes land in the cache, every mutating call is refused:
- * EROFS on any store, EPERM on the marker. */
-static void refuse(fuse_req_t req, fuse_ino_t ino)
-{
-    fuse_reply_err(req, ino == CACHE_INO_MARKER ? EPERM : EROFS);
-}
-
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                       struct fuse_file_info *fi)
-{
-    refuse(req, ino);
-}
-
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
-{
-    refuse(req, parent);
-}
-
-static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
-{
-    refuse(req, parent);
-}
-
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-    struct fs_store *s = store_of(req);
-    refuse(req, is_marker(s, fs_to_row(s, parent), name) ? CACHE_INO_MARKER : parent);
-}
-
-static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-    refuse(req, parent);
-}
-
-static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
-{
-    refuse(req, parent);
-}
-
-static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-                      const char *newname, unsigned int flags)
-{
-    struct fs_store *s = store_of(req);
-    refuse(req, is_marker(s, fs_to_row(s, parent), name) ? CACHE_INO_MARKER : parent);
-}
-
-static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
-{
-    refuse(req, ino);
-}
-
-static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                      struct fuse_file_info *fi)
-{
-    struct fs_store *s = store_of(req);
-    refuse(req, is_marker(s, fs_to_row(s, parent), name) ? CACHE_INO_MARKER : parent);
-}
-
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-                     struct fuse_file_info *fi)
-{
-    refuse(req, ino);
-}
-
-static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                        size_t size, int flags)
-{
-    struct fs_store *s = store_of(req);
-    fuse_reply_err(req, s->read_only ? EROFS : ENOTSUP);
-}
-
-static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
-{
-    struct fs_store *s = store_of(req);
-    fuse_reply_err(req, s->read_only ? EROFS : ENOTSUP);
-}
-
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     fuse_reply_err(req, ENODATA);
@@ -463,12 +463,6 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         fuse_reply_xattr(req, 0);
     else
         fuse_reply_buf(req, NULL, 0);
-}
-
-static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
-                         struct fuse_file_info *fi)
-{
-    refuse(req, ino);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -483,27 +477,30 @@ const struct fuse_lowlevel_ops fs_ops = {
     .forget = op_forget,
     .forget_multi = op_forget_multi,
     .getattr = op_getattr,
-    .setattr = op_setattr,
-    .mknod = op_mknod,
-    .mkdir = op_mkdir,
-    .unlink = op_unlink,
-    .rmdir = op_rmdir,
-    .symlink = op_symlink,
-    .rename = op_rename,
-    .link = op_link,
+    .setattr = ops_setattr,
+    .mknod = ops_mknod,
+    .mkdir = ops_mkdir,
+    .unlink = ops_unlink,
+    .rmdir = ops_rmdir,
+    .symlink = ops_symlink,
+    .rename = ops_rename,
+    .link = ops_link,
     .open = op_open,
     .read = op_read,
-    .write = op_write,
+    .write = ops_write,
+    .flush = ops_flush,
     .release = op_release,
+    .fsync = ops_fsync,
+    .fsyncdir = ops_fsyncdir,
     .opendir = op_opendir,
     .readdir = op_readdir,
     .readdirplus = op_readdirplus,
     .releasedir = op_releasedir,
     .statfs = op_statfs,
-    .setxattr = op_setxattr,
+    .setxattr = ops_setxattr,
     .getxattr = op_getxattr,
     .listxattr = op_listxattr,
-    .removexattr = op_removexattr,
-    .create = op_create,
-    .fallocate = op_fallocate,
+    .removexattr = ops_removexattr,
+    .create = ops_create,
+    .fallocate = ops_fallocate,
 };

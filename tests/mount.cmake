@@ -7,3 +7,7 @@ add_dependencies(mfs_testsupport memstorefs)
 foreach(area read lifecycle refresh)
   mfs_add_test(test_mount_${area} test_mount_${area}.c TIMEOUT 300 LABELS mount)
 endforeach()
+foreach(area write write_ro write_durable)
+  mfs_add_test(test_mount_${area} test_mount_${area}.c TIMEOUT 300 LABELS mount
+               LIBS PkgConfig::SQLITE3)
+endforeach()

@@ -108,6 +108,21 @@ int mnt_mount(const struct mnt_env *e, const char *store, const char *name, bool
                   store, e->mnt, name, ro ? ":ro" : "", extra ? extra : "");
 }
 
+void mnt_hold_writes(const struct mnt_env *e)
+{
+    static const char *const methods[] = {"POST", "DELETE"};
+    for (int i = 0; i < 2; i++) {
+        char body[300];
+        snprintf(body, sizeof(body),
+                 "{\"action\":\"status\",\"status\":409,\"count\":0,\"method\":\"%s\","
+                 "\"path\":\"/v1/memory_stores/*/memories*\"}", methods[i]);
+        struct tresp r;
+        cr_assert_eq(t_admin(&e->msd, "POST", "/admin/faults", body, &r), 0);
+        cr_assert_eq(r.status, 200, "cannot hold writes: %s", r.body);
+        tresp_free(&r);
+    }
+}
+
 bool mnt_is_mounted(const char *path)
 {
     FILE *f = fopen("/proc/self/mountinfo", "r");

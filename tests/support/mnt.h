@@ -39,6 +39,11 @@ int mnt_sh(const struct mnt_env *e, char **out, const char *fmt, ...)
 int mnt_mount(const struct mnt_env *e, const char *store, const char *name, bool ro,
               const char *extra, char **out);
 
+/* Makes memstored answer every memory write (POST and DELETE below
+ * /v1/memory_stores/ * /memories) with 409 conflict_error until the test
+ * ends, so that a test of local state sees it before any push. */
+void mnt_hold_writes(const struct mnt_env *e);
+
 /* Polls `sh -c CMD` until it exits 0 or timeout_s passes; true if it did. */
 bool mnt_wait_sh(const struct mnt_env *e, int timeout_s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

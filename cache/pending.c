@@ -1,0 +1,146 @@
+/* pending.c - what the sync push reads and records: the dirty files with
+ * their baselines, the tombstones of memories deleted locally, and the new
+ * baseline after a successful push.  The state model these follow is in
+ * the top comment of cache/write.c.
+ *
+ * Stale answers: cache_mark_synced applies the pushed (sha, path) as the
+ * baseline, but marks the file clean only if its current content and path
+ * are still the ones pushed; a write that landed while the request was in
+ * flight keeps the file dirty, to be pushed against the new baseline.
+ * Every function takes c->lock for its whole duration. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_internal.h"
+
+/* Like cache_store_files: fn returning non-zero stops, and that value is
+ * returned. */
+int cache_dirty_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
+                           " AND state = 1 AND unlinked = 0 AND parent IS NOT NULL"
+                           " ORDER BY path", &st);
+    if (rc)
+        goto out;
+    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+    int r = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct cnode n;
+        r = db_row_to_node(st, &n);
+        if (!r)
+            r = fn(arg, &n);
+        cnode_clear(&n);
+        if (r)
+            break;
+    }
+    if (r)
+        rc = r; /* fn's value (or -ENOMEM) */
+    else
+        rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "dirty files");
+    sqlite3_finalize(st);
+out:
+    db_unlock(c);
+    return rc;
+}
+
+void cache_tombstones_free(struct cache_tombstone *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].base_path);
+    free(v);
+}
+
+int cache_tombstones(struct cache *c, const char *store_id, struct cache_tombstone **out,
+                     size_t *n)
+{
+    sqlite3_stmt *st;
+    size_t cap = 0;
+    *out = NULL;
+    *n = 0;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT memory_id, COALESCE(base_sha, ''), COALESCE(base_path, ''),"
+                           " deleted_at FROM tombstones WHERE store = ? ORDER BY deleted_at,"
+                           " memory_id", &st);
+    if (rc)
+        goto out;
+    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct cache_tombstone *v = realloc(*out, ncap * sizeof(*v));
+            if (!v) {
+                rc = -ENOMEM;
+                break;
+            }
+            *out = v;
+            cap = ncap;
+        }
+        struct cache_tombstone *t = &(*out)[*n];
+        memset(t, 0, sizeof(*t));
+        snprintf(t->memory_id, sizeof(t->memory_id), "%s",
+                 (const char *)sqlite3_column_text(st, 0));
+        snprintf(t->base_sha, sizeof(t->base_sha), "%s", (const char *)sqlite3_column_text(st, 1));
+        t->base_path = strdup((const char *)sqlite3_column_text(st, 2));
+        t->deleted_at_ns = sqlite3_column_int64(st, 3);
+        if (!t->base_path) {
+            rc = -ENOMEM;
+            break;
+        }
+        (*n)++;
+    }
+    if (rc == SQLITE_DONE)
+        rc = 0;
+    else if (rc > 0)
+        rc = db_fail(c, rc, "list tombstones");
+    sqlite3_finalize(st);
+out:
+    db_unlock(c);
+    if (rc) {
+        cache_tombstones_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+int cache_tombstone_drop(struct cache *c, const char *store_id, const char *memory_id)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "DELETE FROM tombstones WHERE store = ? AND memory_id = ?", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, memory_id, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+        rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "drop tombstone");
+        sqlite3_finalize(st);
+    }
+    db_unlock(c);
+    return rc;
+}
+
+int cache_mark_synced(struct cache *c, uint64_t ino, const char *memory_id, const char *sha,
+                      const char *path)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "UPDATE nodes SET memory_id = ?1, base_sha = ?2, base_path = ?3,"
+                           " state = CASE WHEN sha IS ?2 AND path IS ?3 THEN 0 ELSE state END"
+                           " WHERE ino = ?4 AND ino > 2 AND is_dir = 0", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, memory_id, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, sha, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 3, path, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)ino);
+        rc = sqlite3_step(st);
+        rc = rc == SQLITE_DONE ? (sqlite3_changes(c->db) ? 0 : -ENOENT)
+                               : db_fail(c, rc, "mark synced");
+        sqlite3_finalize(st);
+    }
+    db_unlock(c);
+    return rc;
+}

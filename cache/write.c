@@ -1,0 +1,612 @@
+/* write.c - local changes to a store's tree: create, mkdir, unlink, rmdir,
+ * rename, new content, times.  Each public function is one transaction
+ * under c->lock, so a failure changes nothing.
+ *
+ * The cache state model (the sync push, cache/pending.c, reads exactly this):
+ *
+ *  node columns   memory_id  remote identity; NULL for a file never synced
+ *                 base_sha, base_path  the baseline: content hash and path
+ *                            at the last sync (NULL when never synced)
+ *                 sha, size  the current content (bytes in `blobs` by sha)
+ *                 state      files: 0 clean, 1 dirty, 2 refused;
+ *                            directories: 0 implied by the files below it,
+ *                            1 made (or kept) locally, kept even when empty
+ *                 unlinked   removed; the row stays (parent NULL) while the
+ *                            kernel may still use the inode, until the next
+ *                            cache_open
+ *  tombstones     (store, memory_id, base_sha, base_path, deleted_at): a
+ *                 memory deleted locally that the sync must delete remotely;
+ *                 cache_apply_remote never resurrects a tombstoned memory.
+ *
+ * Transitions:
+ *  cache_create       file: new node, memory_id NULL, dirty, sha of "" (the
+ *                     empty blob is stored); directory: state 1.
+ *  cache_set_content  blob + sha + size + mtime; state = clean if the file
+ *                     is back to its baseline (same memory, sha, path), else
+ *                     dirty.  Over 102,400 bytes: -EFBIG, nothing changes.
+ *  cache_mark_dirty   clean -> dirty before buffered content lands.
+ *  cache_rename       file: same ino and memory_id, new parent/name/path,
+ *                     state recomputed as above (dirty: path != base_path).
+ *                     Directory: every descendant's path is rewritten (one
+ *                     UPDATE by prefix) and every file below recomputed.
+ *                     Over an existing file T: the moved file S takes T's
+ *                     identity (memory_id, base_sha, base_path) when T has
+ *                     one, and S's own memory, if any, gets a tombstone; T is
+ *                     unlinked.  So an editor's write-temp-then-rename save
+ *                     is one edit of T's memory and the temp file never
+ *                     exists remotely.  Over an empty directory: it goes.
+ *  cache_unlink       a synced file leaves a tombstone; every node removed
+ *                     is unlinked with memory_id cleared (identity lives in
+ *                     exactly one place: a live node or a tombstone).
+ *  A directory left empty by an unlink or a rename away is marked kept
+ *  (state 1), as a local filesystem keeps it; the store root never is.
+ *
+ * Names: rules_check_segment, plus the whole path (1,024 bytes, 20
+ * segments); a directory must leave room for one file below it.  The
+ * marker name at the root is -EPERM.  Read-only stores: -EROFS from every
+ * function here (the daemon's third wall; nothing is ever marked dirty). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_internal.h"
+#include "log.h"
+#include "rules.h"
+
+/* The state a file has after a change: clean only when back at baseline. */
+#define STATE_RECOMPUTE                                                                            \
+    "CASE WHEN memory_id IS NOT NULL AND sha IS base_sha AND path IS base_path THEN 0 ELSE 1 END"
+
+static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
+}
+
+/* A node by ino (live or not); -ENOENT when absent. */
+static int get_node(struct cache *c, uint64_t ino, struct cnode *out)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE ino = ? AND ino > 2", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+    rc = sqlite3_step(st);
+    rc = rc == SQLITE_ROW ? db_row_to_node(st, out)
+         : rc == SQLITE_DONE ? -ENOENT : db_fail(c, rc, "get node");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int get_child(struct cache *c, uint64_t parent, const char *name, struct cnode *out)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE parent = ? AND name = ?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    rc = rc == SQLITE_ROW ? db_row_to_node(st, out)
+         : rc == SQLITE_DONE ? -ENOENT : db_fail(c, rc, "get child");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The store of a node: its id (store_out, CACHE_ID_MAX bytes), root and
+ * access.  -EROFS for a read-only store. */
+static int writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *root)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "SELECT s.id, s.root, s.read_only FROM nodes n"
+                           " JOIN stores s ON s.id = n.store WHERE n.ino = ?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *id = sqlite3_column_text(st, 0);
+        if (store_out)
+            snprintf(store_out, CACHE_ID_MAX, "%s", id ? (const char *)id : "");
+        if (root)
+            *root = (uint64_t)sqlite3_column_int64(st, 1);
+        rc = sqlite3_column_int(st, 2) ? -EROFS : 0;
+    } else {
+        rc = rc == SQLITE_DONE ? -ENOENT : db_fail(c, rc, "store of node");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* A live directory to create in: the parent's node in *out. */
+static int live_dir(struct cache *c, uint64_t ino, uint64_t root, struct cnode *out)
+{
+    int rc = get_node(c, ino, out);
+    if (rc)
+        return rc;
+    if (out->unlinked || (!out->parent && out->ino != root))
+        rc = -ENOENT;
+    else if (!out->is_dir)
+        rc = -ENOTDIR;
+    if (rc)
+        cnode_clear(out);
+    return rc;
+}
+
+/* Checks name under dir and builds the full path (malloc'd, caller frees).
+ * A directory must leave room for one file below it. */
+static int new_path(const struct cnode *dir, uint64_t root, const char *name, bool is_dir,
+                    char **path)
+{
+    const char *why = NULL;
+    *path = NULL;
+    if (dir->ino == root && strcmp(name, MEM_MARKER_NAME) == 0)
+        return -EPERM;
+    int rc = rules_check_segment(name, &why);
+    if (rc)
+        return rc;
+    if (asprintf(path, "%s/%s", strcmp(dir->path, "/") == 0 ? "" : dir->path, name) < 0) {
+        *path = NULL;
+        return -ENOMEM;
+    }
+    size_t n = strlen(*path);
+    rc = rules_check_path(*path, n, &why);
+    if (!rc && is_dir) {
+        size_t segs = 0;
+        for (const char *p = *path; *p; p++)
+            segs += *p == '/';
+        if (n + 2 > MEM_PATH_MAX_BYTES)
+            rc = -ENAMETOOLONG;
+        else if (segs >= MEM_PATH_MAX_SEGMENTS)
+            rc = -EINVAL;
+    }
+    if (rc) {
+        free(*path);
+        *path = NULL;
+    }
+    return rc;
+}
+
+/* A non-root directory left without children is kept (state 1). */
+static int keep_if_empty(struct cache *c, uint64_t dir)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "UPDATE nodes SET state = 1 WHERE ino = ?1 AND is_dir = 1"
+                           " AND parent IS NOT NULL AND state = 0"
+                           " AND NOT EXISTS (SELECT 1 FROM nodes k WHERE k.parent = ?1)", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)dir);
+    return step_done(c, st, "keep directory");
+}
+
+static int add_tombstone(struct cache *c, const char *store, const struct cnode *n)
+{
+    if (!n->memory_id[0])
+        return 0;
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "INSERT OR REPLACE INTO tombstones(store, memory_id, base_sha,"
+                           " base_path, deleted_at) VALUES (?, ?, NULLIF(?, ''), NULLIF(?, ''), ?)",
+                        &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, n->memory_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, n->base_sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, n->base_path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 5, db_now_ns());
+    return step_done(c, st, "add tombstone");
+}
+
+/* Detaches a node: unlinked, no identity (moved to a tombstone or to the
+ * node that replaced it). */
+static int detach(struct cache *c, uint64_t ino)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "UPDATE nodes SET parent = NULL, unlinked = 1, memory_id = NULL,"
+                           " base_sha = NULL, base_path = NULL, ctime = ? WHERE ino = ?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, db_now_ns());
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)ino);
+    return step_done(c, st, "unlink node");
+}
+
+static bool has_children(struct cache *c, uint64_t dir)
+{
+    sqlite3_stmt *st;
+    if (db_prepare(c, "SELECT 1 FROM nodes WHERE parent = ? LIMIT 1", &st))
+        return true;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)dir);
+    bool any = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return any;
+}
+
+/* Runs body(c, arg) in a transaction under the lock. */
+static int in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg)
+{
+    db_lock(c);
+    int rc = db_begin(c);
+    if (!rc)
+        rc = body(c, arg);
+    if (!rc)
+        rc = db_commit(c);
+    if (rc)
+        db_rollback(c);
+    db_unlock(c);
+    return rc;
+}
+
+struct create_args {
+    uint64_t parent;
+    const char *name;
+    bool is_dir;
+    int64_t now;
+    struct cnode *out;
+};
+
+static int create_tx(struct cache *c, void *arg)
+{
+    struct create_args *a = arg;
+    char store[CACHE_ID_MAX];
+    uint64_t root;
+    struct cnode dir = {0}, old = {0};
+    char *path = NULL;
+    sqlite3_stmt *st;
+    int rc = writable_store(c, a->parent, store, &root);
+    if (!rc)
+        rc = live_dir(c, a->parent, root, &dir);
+    if (!rc)
+        rc = new_path(&dir, root, a->name, a->is_dir, &path);
+    if (!rc) {
+        rc = get_child(c, a->parent, a->name, &old);
+        rc = rc == 0 ? -EEXIST : rc == -ENOENT ? 0 : rc;
+    }
+    char sha[SHA256_HEX_LEN + 1] = "";
+    if (!rc && !a->is_dir) {
+        sha256_hex("", 0, sha);
+        rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, zeroblob(0))", &st);
+        if (!rc) {
+            sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
+            rc = step_done(c, st, "put empty blob");
+        }
+    }
+    if (!rc)
+        rc = db_prepare(c, "INSERT INTO nodes(store, parent, name, path, is_dir, size, mtime,"
+                           " ctime, sha, state) VALUES (?, ?, ?, ?, ?, 0, ?, ?, NULLIF(?, ''), 1)",
+                        &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)a->parent);
+        sqlite3_bind_text(st, 3, a->name, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 4, path, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(st, 5, a->is_dir);
+        sqlite3_bind_int64(st, 6, a->now);
+        sqlite3_bind_int64(st, 7, a->now);
+        sqlite3_bind_text(st, 8, sha, -1, SQLITE_TRANSIENT);
+        rc = step_done(c, st, "create node");
+    }
+    if (!rc && a->out)
+        rc = get_node(c, (uint64_t)sqlite3_last_insert_rowid(c->db), a->out);
+    cnode_clear(&dir);
+    cnode_clear(&old);
+    free(path);
+    return rc;
+}
+
+int cache_create(struct cache *c, uint64_t parent, const char *name, bool is_dir,
+                 int64_t now_ns, struct cnode *out)
+{
+    if (out)
+        memset(out, 0, sizeof(*out));
+    struct create_args a = {parent, name, is_dir, now_ns, out};
+    return in_tx(c, create_tx, &a);
+}
+
+struct unlink_args {
+    uint64_t parent;
+    const char *name;
+    bool is_dir;
+    uint64_t *ino;
+};
+
+static int unlink_tx(struct cache *c, void *arg)
+{
+    struct unlink_args *a = arg;
+    char store[CACHE_ID_MAX];
+    uint64_t root;
+    struct cnode n = {0};
+    int rc = writable_store(c, a->parent, store, &root);
+    if (!rc && a->parent == root && strcmp(a->name, MEM_MARKER_NAME) == 0)
+        rc = -EPERM;
+    if (!rc)
+        rc = get_child(c, a->parent, a->name, &n);
+    if (!rc && n.is_dir != a->is_dir)
+        rc = n.is_dir ? -EISDIR : -ENOTDIR;
+    if (!rc && n.is_dir && has_children(c, n.ino))
+        rc = -ENOTEMPTY;
+    if (!rc && !n.is_dir)
+        rc = add_tombstone(c, store, &n);
+    if (!rc)
+        rc = detach(c, n.ino);
+    if (!rc)
+        rc = keep_if_empty(c, a->parent);
+    if (!rc && a->ino)
+        *a->ino = n.ino;
+    cnode_clear(&n);
+    return rc;
+}
+
+int cache_unlink(struct cache *c, uint64_t parent, const char *name, bool is_dir, uint64_t *ino)
+{
+    struct unlink_args a = {parent, name, is_dir, ino};
+    return in_tx(c, unlink_tx, &a);
+}
+
+struct rename_args {
+    uint64_t parent, newparent;
+    const char *name, *newname;
+    unsigned flags;
+};
+
+/* Would moving directory src to new_path keep every path below it valid? */
+static int check_subtree(struct cache *c, const char *store, const char *old_path,
+                         const char *new_path)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "SELECT COALESCE(MAX(length(CAST(path AS BLOB))), 0),"
+                           " COALESCE(MAX(length(path) - length(replace(path, '/', ''))), 0)"
+                           " FROM nodes WHERE store = ?1 AND unlinked = 0 AND parent IS NOT NULL"
+                           " AND substr(path, 1, length(?2) + 1) = ?2 || '/'", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, old_path, -1, SQLITE_TRANSIENT);
+    long long max_len = 0, max_segs = 0;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        max_len = sqlite3_column_int64(st, 0);
+        max_segs = sqlite3_column_int64(st, 1);
+        rc = 0;
+    } else {
+        rc = db_fail(c, rc, "check subtree");
+    }
+    sqlite3_finalize(st);
+    if (rc || max_len == 0)
+        return rc;
+    long long old_segs = 0, new_segs = 0;
+    for (const char *p = old_path; *p; p++)
+        old_segs += *p == '/';
+    for (const char *p = new_path; *p; p++)
+        new_segs += *p == '/';
+    if (max_len - (long long)strlen(old_path) + (long long)strlen(new_path) > MEM_PATH_MAX_BYTES)
+        return -ENAMETOOLONG;
+    if (max_segs - old_segs + new_segs > MEM_PATH_MAX_SEGMENTS)
+        return -EINVAL;
+    return 0;
+}
+
+/* Rewrites the paths below a moved directory; files below are recomputed. */
+static int move_subtree(struct cache *c, const char *store, const char *old_path,
+                        const char *new_path)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "UPDATE nodes SET path = ?3 || substr(path, length(?2) + 1)"
+                           " WHERE store = ?1 AND unlinked = 0 AND parent IS NOT NULL"
+                           " AND substr(path, 1, length(?2) + 1) = ?2 || '/'", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, old_path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, new_path, -1, SQLITE_TRANSIENT);
+    if ((rc = step_done(c, st, "move subtree")))
+        return rc;
+    rc = db_prepare(c, "UPDATE nodes SET state = " STATE_RECOMPUTE
+                       " WHERE store = ?1 AND unlinked = 0 AND parent IS NOT NULL AND is_dir = 0"
+                       " AND substr(path, 1, length(?2) + 1) = ?2 || '/'", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, new_path, -1, SQLITE_TRANSIENT);
+    return step_done(c, st, "mark moved files");
+}
+
+/* The file src takes over the identity of the file it replaces. */
+static int take_identity(struct cache *c, const char *store, const struct cnode *src,
+                         const struct cnode *dst)
+{
+    if (!dst->memory_id[0])
+        return 0; /* the target was never synced: src keeps its own identity */
+    int rc = add_tombstone(c, store, src);
+    if (rc)
+        return rc;
+    sqlite3_stmt *st;
+    rc = db_prepare(c, "UPDATE nodes SET memory_id = ?, base_sha = NULLIF(?, ''),"
+                       " base_path = NULLIF(?, '') WHERE ino = ?", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, dst->memory_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, dst->base_sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, dst->base_path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)src->ino);
+    return step_done(c, st, "take identity");
+}
+
+static int rename_tx(struct cache *c, void *arg)
+{
+    struct rename_args *a = arg;
+    char store[CACHE_ID_MAX], store2[CACHE_ID_MAX];
+    uint64_t root, root2;
+    struct cnode src = {0}, dst = {0}, dir = {0};
+    char *path = NULL;
+    bool replace = false;
+    int rc = writable_store(c, a->parent, store, &root);
+    if (!rc)
+        rc = writable_store(c, a->newparent, store2, &root2);
+    if (!rc && strcmp(store, store2) != 0)
+        rc = -EXDEV;
+    if (!rc && a->parent == root && strcmp(a->name, MEM_MARKER_NAME) == 0)
+        rc = -EPERM;
+    if (!rc)
+        rc = get_child(c, a->parent, a->name, &src);
+    if (!rc)
+        rc = live_dir(c, a->newparent, root, &dir);
+    if (!rc)
+        rc = new_path(&dir, root, a->newname, src.is_dir, &path);
+    /* A directory cannot move below itself. */
+    if (!rc && src.is_dir && (strcmp(dir.path, src.path) == 0 ||
+                              (strncmp(dir.path, src.path, strlen(src.path)) == 0 &&
+                               dir.path[strlen(src.path)] == '/')))
+        rc = -EINVAL;
+    if (!rc && src.is_dir)
+        rc = check_subtree(c, store, src.path, path);
+    if (!rc) {
+        rc = get_child(c, a->newparent, a->newname, &dst);
+        if (rc == -ENOENT)
+            rc = 0;
+        else if (!rc)
+            replace = true;
+    }
+    if (!rc && replace) {
+        if (dst.ino == src.ino)
+            goto out; /* renaming a node onto itself changes nothing */
+        if (a->flags & CACHE_RENAME_NOREPLACE)
+            rc = -EEXIST;
+        else if (!src.is_dir && dst.is_dir)
+            rc = -EISDIR;
+        else if (src.is_dir && !dst.is_dir)
+            rc = -ENOTDIR;
+        else if (dst.is_dir && has_children(c, dst.ino))
+            rc = -ENOTEMPTY;
+        if (!rc && !src.is_dir)
+            rc = take_identity(c, store, &src, &dst);
+        if (!rc)
+            rc = detach(c, dst.ino);
+    }
+    if (rc)
+        goto out;
+    sqlite3_stmt *st;
+    rc = db_prepare(c, "UPDATE nodes SET parent = ?, name = ?, path = ?, ctime = ? WHERE ino = ?",
+                    &st);
+    if (rc)
+        goto out;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)a->newparent);
+    sqlite3_bind_text(st, 2, a->newname, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 4, db_now_ns());
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)src.ino);
+    if ((rc = step_done(c, st, "rename node")))
+        goto out;
+    if (src.is_dir) {
+        rc = move_subtree(c, store, src.path, path);
+    } else {
+        rc = db_prepare(c, "UPDATE nodes SET state = " STATE_RECOMPUTE " WHERE ino = ?", &st);
+        if (!rc) {
+            sqlite3_bind_int64(st, 1, (sqlite3_int64)src.ino);
+            rc = step_done(c, st, "mark renamed file");
+        }
+    }
+    if (!rc && a->parent != a->newparent)
+        rc = keep_if_empty(c, a->parent);
+out:
+    cnode_clear(&src);
+    cnode_clear(&dst);
+    cnode_clear(&dir);
+    free(path);
+    return rc;
+}
+
+int cache_rename(struct cache *c, uint64_t parent, const char *name, uint64_t newparent,
+                 const char *newname, unsigned flags)
+{
+    if (flags & ~CACHE_RENAME_NOREPLACE)
+        return -EINVAL;
+    struct rename_args a = {parent, newparent, name, newname, flags};
+    return in_tx(c, rename_tx, &a);
+}
+
+struct content_args {
+    uint64_t ino;
+    const char *buf;
+    size_t len;
+    int64_t mtime;
+    char *sha;
+};
+
+static int content_tx(struct cache *c, void *arg)
+{
+    struct content_args *a = arg;
+    struct cnode n = {0};
+    int rc = writable_store(c, a->ino, NULL, NULL);
+    if (!rc)
+        rc = get_node(c, a->ino, &n);
+    if (!rc && n.is_dir)
+        rc = -EISDIR;
+    cnode_clear(&n);
+    sqlite3_stmt *st;
+    if (!rc)
+        rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_blob(st, 2, a->len ? a->buf : "", (int)a->len, SQLITE_STATIC);
+    if ((rc = step_done(c, st, "put content")))
+        return rc;
+    rc = db_prepare(c, "UPDATE nodes SET sha = ?1, size = ?2, mtime = ?3, ctime = ?4,"
+                       " state = CASE WHEN memory_id IS NOT NULL AND ?1 IS base_sha"
+                       " AND path IS base_path THEN 0 ELSE 1 END WHERE ino = ?5", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)a->len);
+    sqlite3_bind_int64(st, 3, a->mtime);
+    sqlite3_bind_int64(st, 4, db_now_ns());
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)a->ino);
+    return step_done(c, st, "set content");
+}
+
+int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                      int64_t mtime_ns, char sha_out[SHA256_HEX_LEN + 1])
+{
+    if (len > MEM_CONTENT_MAX_BYTES)
+        return -EFBIG;
+    char sha[SHA256_HEX_LEN + 1];
+    sha256_hex(buf, len, sha); /* outside the lock: hashing needs no database */
+    struct content_args a = {ino, buf, len, mtime_ns, sha};
+    int rc = in_tx(c, content_tx, &a);
+    if (!rc && sha_out)
+        memcpy(sha_out, sha, sizeof(sha));
+    return rc;
+}
+
+/* One UPDATE of a node of a writable store. */
+static int update_one(struct cache *c, uint64_t ino, const char *sql, int64_t value)
+{
+    db_lock(c);
+    int rc = writable_store(c, ino, NULL, NULL);
+    sqlite3_stmt *st;
+    if (!rc)
+        rc = db_prepare(c, sql, &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, value);
+        sqlite3_bind_int64(st, 2, db_now_ns());
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)ino);
+        rc = step_done(c, st, "update node");
+    }
+    db_unlock(c);
+    return rc;
+}
+
+int cache_set_mtime(struct cache *c, uint64_t ino, int64_t mtime_ns)
+{
+    return update_one(c, ino, "UPDATE nodes SET mtime = ?1, ctime = ?2 WHERE ino = ?3", mtime_ns);
+}
+
+int cache_mark_dirty(struct cache *c, uint64_t ino)
+{
+    return update_one(c, ino, "UPDATE nodes SET state = ?1, ctime = ?2 WHERE ino = ?3"
+                              " AND is_dir = 0 AND state = 0", CNODE_DIRTY);
+}

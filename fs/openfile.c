@@ -1,0 +1,261 @@
+/* openfile.c - the open-file table: one struct ofile per open inode,
+ * shared by all its handles, so a reader sees what a writer wrote before
+ * it is even flushed, and the inode's size is the buffer's.
+ *
+ * Lifecycle: ofile_get at open/create (and briefly for a truncate by
+ * path), ofile_put at release.  The buffer is loaded once (ops_load reads
+ * the node and its bytes from the cache and installs them, all under the
+ * entry's lock, so it never installs bytes older than a flush), changed by write/truncate (dirty), and
+ * written to the cache by ofile_flush at flush, fsync and release, so data
+ * is durable when close(2) or fsync(2) returns.  A clean buffer whose
+ * cache content changed (a remote update) is replaced at the next open.
+ *
+ * Locking: the table lock guards the hash chains and refs; each entry's
+ * own lock guards its buffer.  Order: an entry's lock, then the cache's
+ * lock (ofile_flush, ops_load, ops_getnode); the table lock is a leaf,
+ * taken alone (it may be taken with the cache lock held: ofile_is_open
+ * from a readdir callback), never while waiting for another lock.  Neither lock is ever held
+ * while replying to the kernel: reads copy out first.  Inode numbers are
+ * cache rows, unique across the stores of one daemon, so one table serves
+ * every mount. */
+#include "openfile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "rules.h"
+
+#define NBUCKETS 256
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ofile *table[NBUCKETS]; /* guarded by table_lock */
+
+static struct ofile **bucket(uint64_t row)
+{
+    return &table[(row * 0x9E3779B97F4A7C15ull) >> 56];
+}
+
+struct ofile *ofile_get(uint64_t row)
+{
+    pthread_mutex_lock(&table_lock);
+    struct ofile **b = bucket(row), *f;
+    for (f = *b; f; f = f->next)
+        if (f->row == row)
+            break;
+    if (!f) {
+        f = calloc(1, sizeof(*f));
+        if (f) {
+            f->row = row;
+            pthread_mutex_init(&f->lock, NULL);
+            f->next = *b;
+            *b = f;
+        }
+    }
+    if (f)
+        f->refs++;
+    pthread_mutex_unlock(&table_lock);
+    return f;
+}
+
+void ofile_put(struct ofile *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&table_lock);
+    if (--f->refs > 0) {
+        pthread_mutex_unlock(&table_lock);
+        return;
+    }
+    for (struct ofile **p = bucket(f->row); *p; p = &(*p)->next) {
+        if (*p == f) {
+            *p = f->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&table_lock);
+    pthread_mutex_destroy(&f->lock);
+    free(f->buf);
+    free(f);
+}
+
+void ofile_lock(struct ofile *f)
+{
+    pthread_mutex_lock(&f->lock);
+}
+
+void ofile_unlock(struct ofile *f)
+{
+    pthread_mutex_unlock(&f->lock);
+}
+
+bool ofile_current_locked(const struct ofile *f, const char *sha)
+{
+    return f->loaded && (f->dirty || strcmp(f->sha, sha) == 0);
+}
+
+void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sha)
+{
+    if (ofile_current_locked(f, sha)) {
+        free(buf);
+        return;
+    }
+    free(f->buf);
+    f->buf = buf;
+    f->len = f->cap = len;
+    f->loaded = true;
+    snprintf(f->sha, sizeof(f->sha), "%s", sha);
+}
+
+/* Makes room for n bytes (n within the content limit). */
+static int reserve(struct ofile *f, size_t n)
+{
+    if (n <= f->cap)
+        return 0;
+    size_t cap = f->cap ? f->cap : 4096;
+    while (cap < n)
+        cap *= 2;
+    if (cap > MEM_CONTENT_MAX_BYTES)
+        cap = MEM_CONTENT_MAX_BYTES;
+    char *b = realloc(f->buf, cap);
+    if (!b)
+        return -ENOMEM;
+    f->buf = b;
+    f->cap = cap;
+    return 0;
+}
+
+static void set_dirty(struct ofile *f, int64_t now_ns, bool *first_dirty)
+{
+    if (first_dirty)
+        *first_dirty = !f->dirty;
+    f->dirty = true;
+    f->mtime_ns = now_ns;
+}
+
+int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
+                bool *first_dirty)
+{
+    if (first_dirty)
+        *first_dirty = false;
+    if (off > MEM_CONTENT_MAX_BYTES || size > MEM_CONTENT_MAX_BYTES - off)
+        return -EFBIG;
+    pthread_mutex_lock(&f->lock);
+    size_t end = (size_t)off + size;
+    int rc = f->loaded ? reserve(f, end > f->len ? end : f->len) : -EIO;
+    if (!rc) {
+        if (off > f->len)
+            memset(f->buf + f->len, 0, (size_t)off - f->len);
+        if (size)
+            memcpy(f->buf + off, data, size);
+        if (end > f->len)
+            f->len = end;
+        set_dirty(f, now_ns, first_dirty);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, bool *first_dirty)
+{
+    if (first_dirty)
+        *first_dirty = false;
+    if (size > MEM_CONTENT_MAX_BYTES)
+        return -EFBIG;
+    pthread_mutex_lock(&f->lock);
+    int rc = 0;
+    if (!f->loaded && size == 0) {
+        f->loaded = true;
+        f->len = 0;
+    } else if (!f->loaded) {
+        rc = -EIO;
+    }
+    if (!rc)
+        rc = reserve(f, (size_t)size);
+    if (!rc) {
+        if (size > f->len)
+            memset(f->buf + f->len, 0, (size_t)size - f->len);
+        f->len = (size_t)size;
+        set_dirty(f, now_ns, first_dirty);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ofile_read(struct ofile *f, uint64_t off, size_t size, char **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&f->lock);
+    int rc = 0;
+    if (!f->loaded) {
+        rc = -EIO;
+    } else if (off < f->len) {
+        size_t k = f->len - (size_t)off;
+        if (k > size)
+            k = size;
+        *out = malloc(k ? k : 1);
+        if (*out) {
+            memcpy(*out, f->buf + off, k);
+            *n = k;
+        } else {
+            rc = -ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ofile_flush(struct ofile *f, struct cache *c)
+{
+    pthread_mutex_lock(&f->lock);
+    int rc = 0;
+    if (f->dirty) {
+        char sha[SHA256_HEX_LEN + 1];
+        rc = cache_set_content(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns, sha);
+        if (!rc) {
+            f->dirty = false;
+            memcpy(f->sha, sha, sizeof(sha));
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+void ofile_set_mtime(struct ofile *f, int64_t mtime_ns)
+{
+    pthread_mutex_lock(&f->lock);
+    f->mtime_ns = mtime_ns;
+    pthread_mutex_unlock(&f->lock);
+}
+
+bool ofile_is_open(uint64_t row)
+{
+    struct ofile *f = ofile_find(row);
+    ofile_put(f);
+    return f != NULL;
+}
+
+struct ofile *ofile_find(uint64_t row)
+{
+    pthread_mutex_lock(&table_lock);
+    struct ofile *f;
+    for (f = *bucket(row); f; f = f->next)
+        if (f->row == row)
+            break;
+    if (f)
+        f->refs++;
+    pthread_mutex_unlock(&table_lock);
+    return f;
+}
+
+void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns)
+{
+    if (!f->loaded)
+        return;
+    *size = f->len;
+    if (f->mtime_ns)
+        *mtime_ns = f->mtime_ns;
+}

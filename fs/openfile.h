@@ -1,0 +1,74 @@
+/* openfile.h - the open-file table: one shared content buffer per open
+ * inode (all its handles, readers and writers, share it), refcounted. */
+#ifndef MFS_OPENFILE_H
+#define MFS_OPENFILE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sha256.h"
+
+struct cache;
+
+struct ofile {
+    uint64_t row;              /* cache inode; set at creation, then read-only */
+    unsigned refs;             /* guarded by the table lock */
+    struct ofile *next;        /* guarded by the table lock */
+    pthread_mutex_t lock;      /* guards every field below */
+    bool loaded;               /* buf holds the file's content */
+    bool dirty;                /* buf differs from what the cache holds */
+    char *buf;                 /* len bytes, capacity cap */
+    size_t len, cap;
+    char sha[SHA256_HEX_LEN + 1]; /* cache content buf was loaded from / flushed as */
+    int64_t mtime_ns;          /* modification time of the buffered content */
+};
+
+/* The entry for row, created empty (not loaded) if none; one reference
+ * more.  NULL on ENOMEM.  Every get is matched by one ofile_put. */
+struct ofile *ofile_get(uint64_t row);
+/* Drops a reference; the last one frees the entry (flush it before). */
+void ofile_put(struct ofile *f);
+
+/* Loading: the caller holds the entry's lock (ofile_lock) from reading
+ * the node's hash in the cache to installing its bytes, so a flush (which
+ * holds the same lock while committing) can never be overtaken by older
+ * bytes.  No download happens under the lock. */
+void ofile_lock(struct ofile *f);
+void ofile_unlock(struct ofile *f);
+/* True when the buffer is loaded and either dirty or loaded from sha. */
+bool ofile_current_locked(const struct ofile *f, const char *sha);
+/* Installs the cache's content (of hash sha) unless the buffer is current
+ * (see above).  Takes ownership of buf (malloc'd) in every case. */
+void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sha);
+
+/* Writes size bytes at off (the buffer must be loaded).  -EFBIG past
+ * MEM_CONTENT_MAX_BYTES (nothing changes), -ENOMEM.  Sets *first_dirty
+ * when this write made a clean buffer dirty. */
+int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
+                bool *first_dirty);
+/* Sets the length (zero-filling growth); -EFBIG past the limit.  Marks the
+ * buffer loaded (a truncation to 0 needs no content). */
+int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, bool *first_dirty);
+/* Copies up to size bytes from off into a malloc'd *out (NULL when *n is
+ * 0), so the caller replies to the kernel without holding the lock. */
+int ofile_read(struct ofile *f, uint64_t off, size_t size, char **out, size_t *n);
+/* Writes a dirty buffer to the cache (blob, sha, size, mtime, state); the
+ * data is durable when this returns 0. */
+int ofile_flush(struct ofile *f, struct cache *c);
+/* Sets the buffered modification time (touch on an open file). */
+void ofile_set_mtime(struct ofile *f, int64_t mtime_ns);
+
+/* True when row has an entry (takes only the table lock, so it may be
+ * called with the cache lock held). */
+bool ofile_is_open(uint64_t row);
+/* The entry for row with one reference more, or NULL when the inode is
+ * not open (nothing is created). */
+struct ofile *ofile_find(uint64_t row);
+/* With the lock held: a loaded buffer's size (and its mtime once written)
+ * replace *size and *mtime_ns; while a file is open its buffer is what
+ * reads return, so it is what attributes must report. */
+void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns);
+
+#endif

@@ -1,0 +1,74 @@
+/* ops.h - what the FUSE operation files (ops.c: lookups, reads, the
+ * operation table; ops_write.c: every change) share.  Internal to fs/. */
+#ifndef MFS_FS_OPS_H
+#define MFS_FS_OPS_H
+
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cache.h"
+#include "fs.h"
+#include "openfile.h"
+
+/* Remote changes are pushed into the kernel by notify.c, and local changes
+ * are made by the kernel itself, so it may keep names and attributes for a
+ * long time. */
+#define FS_TIMEOUT 3600.0
+
+static inline struct fs_store *ops_store(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static inline struct ofile *ops_ofile(const struct fuse_file_info *fi)
+{
+    return fi ? (struct ofile *)(uintptr_t)fi->fh : NULL;
+}
+
+static inline int64_t ops_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Attributes of a node as read (use ops_getnode for an open file's). */
+void ops_fill_attr(const struct fs_store *s, const struct cnode *n, struct stat *st);
+/* A node by row, with an open buffer's size and mtime (read consistently
+ * with flushes); cnode_clear it. */
+int ops_getnode(struct fs_store *s, uint64_t row, struct cnode *n);
+/* An entry reply for n (attributes and timeouts). */
+void ops_fill_entry(const struct fs_store *s, const struct cnode *n, struct fuse_entry_param *e);
+/* True for the marker's name at the store root. */
+bool ops_is_marker(const struct fs_store *s, uint64_t parent_row, const char *name);
+/* Makes f hold the current content of its file (loading it from the
+ * cache, or downloading it); a buffer with unflushed changes is kept. */
+int ops_load(struct fs_store *s, struct ofile *f);
+/* The mode bits a node reports. */
+mode_t ops_mode(const struct fs_store *s, bool is_dir);
+
+/* ops_write.c */
+void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                 struct fuse_file_info *fi);
+void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                const char *newname, unsigned int flags);
+void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                struct fuse_file_info *fi);
+void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+               struct fuse_file_info *fi);
+void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                   struct fuse_file_info *fi);
+void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                  size_t size, int flags);
+void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+#endif

@@ -1,0 +1,348 @@
+/* ops_write.c - the FUSE operations that change a store: create, write,
+ * truncate, flush/fsync, unlink, mkdir, rmdir, rename, times; and the
+ * ones refused on every store (docs/filesystem.md has the table).
+ *
+ * Order of checks in every operation, so each refusal has one reason:
+ *   1. read-only store: EROFS (the kernel's ro mount refuses first; this is
+ *      the second wall, and cache/write.c is a third);
+ *   2. the marker (its name at the root): EPERM;
+ *   3. operations no memory can represent: EPERM (symlink, link, device
+ *      or FIFO mknod, a chmod/chown that changes anything), ENOTSUP (xattrs);
+ *   4. the cache's own checks: names (EINVAL, ENAMETOOLONG), EEXIST,
+ *      ENOTEMPTY, EFBIG past 102,400 bytes, ...
+ * Content goes through the inode's shared buffer (openfile.c) and reaches
+ * the cache at flush, fsync and release; a truncate by path is flushed at
+ * once.  The first change to a clean buffer marks the file dirty in the
+ * cache straight away, so a remote listing applied meanwhile leaves it
+ * alone.  Replies carry the same timeouts as lookups: the kernel made the
+ * change itself, so its caches are right and no notification is needed.
+ * No lock is held while replying. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "ops.h"
+#include "rules.h"
+
+static bool refuse_ro(fuse_req_t req)
+{
+    if (!ops_store(req)->read_only)
+        return false;
+    fuse_reply_err(req, EROFS);
+    return true;
+}
+
+static void reply_node(fuse_req_t req, struct fs_store *s, int rc, struct cnode *n)
+{
+    if (rc) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    struct fuse_entry_param e;
+    ops_fill_entry(s, n, &e);
+    cnode_clear(n);
+    fuse_reply_entry(req, &e);
+}
+
+static void reply_attr(fuse_req_t req, struct fs_store *s, uint64_t row)
+{
+    struct cnode n;
+    int rc = ops_getnode(s, row, &n);
+    if (rc) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    struct stat st;
+    ops_fill_attr(s, &n, &st);
+    cnode_clear(&n);
+    fuse_reply_attr(req, &st, FS_TIMEOUT);
+}
+
+/* Resizes a file through its buffer: the handle's, or (truncate by path)
+ * a temporary reference flushed at once. */
+static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, uint64_t size)
+{
+    struct ofile *f = open_f ? open_f : ofile_get(row);
+    if (!f)
+        return -ENOMEM;
+    int rc = size > MEM_CONTENT_MAX_BYTES ? -EFBIG : 0;
+    bool first = false;
+    if (!rc && size > 0)
+        rc = ops_load(s, f);
+    if (!rc)
+        rc = ofile_truncate(f, size, ops_now_ns(), &first);
+    if (!rc && first)
+        rc = cache_mark_dirty(s->cache, row);
+    if (!rc && !open_f)
+        rc = ofile_flush(f, s->cache);
+    if (!open_f)
+        ofile_put(f);
+    return rc;
+}
+
+void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                 struct fuse_file_info *fi)
+{
+    struct fs_store *s = ops_store(req);
+    if (refuse_ro(req))
+        return;
+    if (ino == CACHE_INO_MARKER) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
+    uint64_t row = fs_to_row(s, ino);
+    struct cnode n;
+    int rc = cache_getattr(s->cache, row, &n);
+    if (rc) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    bool is_dir = n.is_dir;
+    cnode_clear(&n);
+    /* Modes and owners are fixed; asking for what already is succeeds (sed
+     * -i and cp -p copy them onto a new file), any change is EPERM. */
+    if ((to_set & FUSE_SET_ATTR_MODE) && (attr->st_mode & 07777) != ops_mode(s, is_dir))
+        rc = -EPERM;
+    if ((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != s->uid)
+        rc = -EPERM;
+    if ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != s->gid)
+        rc = -EPERM;
+    if (!rc && (to_set & FUSE_SET_ATTR_SIZE)) {
+        if (is_dir)
+            rc = -EISDIR;
+        else if (attr->st_size < 0)
+            rc = -EINVAL;
+        else
+            rc = resize(s, row, fi ? ops_ofile(fi) : NULL, (uint64_t)attr->st_size);
+    }
+    if (!rc && (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) {
+        int64_t t = (to_set & FUSE_SET_ATTR_MTIME_NOW)
+                        ? ops_now_ns()
+                        : (int64_t)attr->st_mtim.tv_sec * 1000000000LL + attr->st_mtim.tv_nsec;
+        rc = cache_set_mtime(s->cache, row, t);
+        if (!rc && !is_dir) {
+            struct ofile *f = ofile_get(row);
+            if (f)
+                ofile_set_mtime(f, t);
+            ofile_put(f);
+        }
+    }
+    if (rc)
+        fuse_reply_err(req, -rc);
+    else
+        reply_attr(req, s, row);
+}
+
+void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+    struct fs_store *s = ops_store(req);
+    if (refuse_ro(req))
+        return;
+    if (!S_ISREG(mode)) {
+        fuse_reply_err(req, EPERM); /* FIFOs, sockets, devices: no memory can be one */
+        return;
+    }
+    struct cnode n;
+    int rc = cache_create(s->cache, fs_to_row(s, parent), name, false, ops_now_ns(), &n);
+    reply_node(req, s, rc, &n);
+}
+
+void ops_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    struct fs_store *s = ops_store(req);
+    if (refuse_ro(req))
+        return;
+    struct cnode n;
+    int rc = cache_create(s->cache, fs_to_row(s, parent), name, true, ops_now_ns(), &n);
+    reply_node(req, s, rc, &n);
+}
+
+void ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs_store *s = ops_store(req);
+    if (refuse_ro(req))
+        return;
+    uint64_t prow = fs_to_row(s, parent);
+    if (ops_is_marker(s, prow, name)) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
+    fuse_reply_err(req, -cache_unlink(s->cache, prow, name, false, NULL));
+}
+
+void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fs_store *s = ops_store(req);
+    if (refuse_ro(req))
+        return;
+    uint64_t prow = fs_to_row(s, parent);
+    if (ops_is_marker(s, prow, name)) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    fuse_reply_err(req, -cache_unlink(s->cache, prow, name, true, NULL));
+}
+
+void ops_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    if (!refuse_ro(req))
+        fuse_reply_err(req, EPERM);
+}
+
+void ops_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    if (!refuse_ro(req))
+        fuse_reply_err(req, EPERM);
+}
+
+void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                const char *newname, unsigned int flags)
+{
+    struct fs_store *s = ops_store(req);
+    if (refuse_ro(req))
+        return;
+    uint64_t prow = fs_to_row(s, parent), nrow = fs_to_row(s, newparent);
+    if (ops_is_marker(s, prow, name) || ops_is_marker(s, nrow, newname)) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
+    /* RENAME_EXCHANGE has no meaning for memories; RENAME_WHITEOUT is for
+     * overlay filesystems. */
+    if (flags & ~(unsigned)RENAME_NOREPLACE) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    int rc = cache_rename(s->cache, prow, name, nrow, newname,
+                          (flags & RENAME_NOREPLACE) ? CACHE_RENAME_NOREPLACE : 0);
+    fuse_reply_err(req, -rc);
+}
+
+void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                struct fuse_file_info *fi)
+{
+    struct fs_store *s = ops_store(req);
+    if (refuse_ro(req))
+        return;
+    uint64_t prow = fs_to_row(s, parent);
+    if (ops_is_marker(s, prow, name)) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
+    struct cnode n;
+    int rc = cache_create(s->cache, prow, name, false, ops_now_ns(), &n);
+    if (rc) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    struct ofile *f = ofile_get(n.ino);
+    char *empty = f ? strdup("") : NULL;
+    if (!empty) {
+        ofile_put(f);
+        cnode_clear(&n);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    ofile_lock(f);
+    ofile_install_locked(f, empty, 0, n.sha);
+    ofile_unlock(f);
+    struct fuse_entry_param e;
+    ops_fill_entry(s, &n, &e);
+    cnode_clear(&n);
+    fi->fh = (uint64_t)(uintptr_t)f;
+    fi->keep_cache = 1;
+    if (fuse_reply_create(req, &e, fi) != 0)
+        ofile_put(f); /* interrupted: no release will come */
+}
+
+void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+               struct fuse_file_info *fi)
+{
+    struct fs_store *s = ops_store(req);
+    if (refuse_ro(req))
+        return;
+    struct ofile *f = ops_ofile(fi);
+    if (!f || off < 0) {
+        fuse_reply_err(req, f ? EINVAL : EBADF);
+        return;
+    }
+    bool first = false;
+    int rc = ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), &first);
+    if (!rc && first)
+        rc = cache_mark_dirty(s->cache, f->row);
+    if (rc)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_write(req, size);
+}
+
+static void flush_reply(fuse_req_t req, struct fuse_file_info *fi)
+{
+    struct fs_store *s = ops_store(req);
+    struct ofile *f = ops_ofile(fi);
+    int rc = f ? ofile_flush(f, s->cache) : 0;
+    if (rc)
+        log_error("failed to save a file to the cache", "memory_store_id", s->id, "error",
+                  strerror(-rc));
+    fuse_reply_err(req, -rc);
+}
+
+void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    flush_reply(req, fi);
+}
+
+void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    flush_reply(req, fi);
+}
+
+void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    /* Directory changes are committed to the cache before their replies. */
+    fuse_reply_err(req, 0);
+}
+
+void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                   struct fuse_file_info *fi)
+{
+    struct fs_store *s = ops_store(req);
+    if (refuse_ro(req))
+        return;
+    if (ino == CACHE_INO_MARKER) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
+    if (mode != 0 || offset < 0 || length <= 0) {
+        fuse_reply_err(req, mode != 0 ? EOPNOTSUPP : EINVAL);
+        return;
+    }
+    struct ofile *f = ops_ofile(fi);
+    uint64_t end = (uint64_t)offset + (uint64_t)length;
+    int rc = f ? 0 : -EBADF;
+    if (!rc && end > MEM_CONTENT_MAX_BYTES) {
+        rc = -EFBIG;
+    } else if (!rc) {
+        struct cnode n = {0};
+        rc = ops_getnode(s, f->row, &n);
+        uint64_t size = n.size;
+        if (!rc)
+            cnode_clear(&n);
+        if (!rc && end > size)
+            rc = resize(s, f->row, f, end);
+    }
+    fuse_reply_err(req, -rc);
+}
+
+void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                  size_t size, int flags)
+{
+    struct fs_store *s = ops_store(req);
+    fuse_reply_err(req, s->read_only ? EROFS : ENOTSUP);
+}
+
+void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    struct fs_store *s = ops_store(req);
+    fuse_reply_err(req, s->read_only ? EROFS : ENOTSUP);
+}

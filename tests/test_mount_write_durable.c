@@ -1,0 +1,185 @@
+/* test_mount_write_durable.c - what close(2) or fsync(2) returned is in
+ * the cache: after `kill -9` of the daemon and a clean-up of the dead
+ * mount, a new mount with the same cache directory serves every closed or
+ * fsynced file, still dirty (not yet pushed).  And concurrent writers and
+ * readers (libfuse's multi-threaded loop) never corrupt the cache. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mnt.h"
+
+static struct mnt_env E;
+static char *store;
+static char mnt[400];
+
+static void setup(void)
+{
+    cr_assert_eq(mnt_setup(&E, NULL), 0, "cannot start memstored");
+    store = t_create_store(&E.msd, "Durable");
+    cr_assert_not_null(store);
+    free(t_create_memory(&E.msd, store, "/seeded.md", "seed\n"));
+    /* This suite checks the cache's own record of local changes: the
+     * server refuses every push, so they stay dirty. */
+    mnt_hold_writes(&E);
+    char *out = NULL;
+    cr_assert_eq(mnt_mount(&E, store, "d", false, "", &out), 0, "mount failed: %s", out);
+    free(out);
+    snprintf(mnt, sizeof(mnt), "%s/d", E.mnt);
+}
+
+static void teardown(void)
+{
+    mnt_teardown(&E);
+    free(store);
+}
+
+TestSuite(mount_write_durable, .init = setup, .fini = teardown, .timeout = 120);
+
+/* First column of the first row of a query on the cache db, or "". */
+static char *q(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *q(const char *fmt, ...)
+{
+    char db[400], *sql = NULL;
+    snprintf(db, sizeof(db), "%s/cache.db", E.cache);
+    va_list ap;
+    va_start(ap, fmt);
+    cr_assert(vasprintf(&sql, fmt, ap) > 0);
+    va_end(ap);
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(h, 5000);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
+    char *res = NULL;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        res = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    free(sql);
+    return res ? res : strdup("");
+}
+
+/* The daemon's pid, from its lock file in the private runtime dir. */
+static pid_t daemon_pid(void)
+{
+    DIR *d = opendir(E.run);
+    cr_assert_not_null(d);
+    pid_t pid = 0;
+    struct dirent *de;
+    while (!pid && (de = readdir(d))) {
+        if (strncmp(de->d_name, "store-", 6) != 0)
+            continue;
+        char path[700];
+        snprintf(path, sizeof(path), "%s/%s", E.run, de->d_name);
+        char *text = mnt_read(path, NULL);
+        char *p = text ? strstr(text, "pid=") : NULL;
+        if (p)
+            pid = (pid_t)strtol(p + 4, NULL, 10);
+        free(text);
+    }
+    closedir(d);
+    cr_assert_gt(pid, 1, "no daemon pid in %s", E.run);
+    return pid;
+}
+
+static void expect_file(const char *rel, const char *content)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/%s", mnt, rel);
+    char *got = mnt_read(path, NULL);
+    cr_expect_str_eq(got ? got : "(missing)", content, "%s after the restart", rel);
+    free(got);
+    char *state = q("SELECT state FROM nodes WHERE store = '%s' AND path = '/%s'"
+                    " AND unlinked = 0", store, rel);
+    cr_expect_str_eq(state, "1", "%s is not dirty after the restart", rel);
+    free(state);
+}
+
+Test(mount_write_durable, kill_9_loses_nothing_closed_or_fsynced)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "cd '%s' && echo one > one.md && mkdir -p sub/deeper && "
+                              "printf 'two\\n' > sub/deeper/two.md && echo more >> seeded.md && "
+                              "cp one.md copy.md && mv copy.md sub/moved.md && "
+                              "echo gone > gone.md && rm gone.md", mnt);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    /* fsynced, still open when the daemon dies */
+    char path[600];
+    snprintf(path, sizeof(path), "%s/synced.md", mnt);
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    cr_assert_eq(write(fd, "fsynced\n", 8), 8);
+    cr_assert_eq(fsync(fd), 0);
+
+    pid_t pid = daemon_pid();
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    cr_assert_neq(kill(pid, 0), 0, "the daemon survived SIGKILL");
+    close(fd); /* fails on the dead mount; nothing more was promised */
+
+    rc = mnt_sh(&E, &out, "$MFS unmount '%s'", mnt);
+    cr_assert_eq(rc, 0, "cleaning up the dead mount failed: %s", out);
+    free(out);
+    cr_assert(!mnt_is_mounted(mnt));
+    rc = mnt_mount(&E, store, "d", false, "", &out);
+    cr_assert_eq(rc, 0, "mount with the same cache failed: %s", out);
+    free(out);
+
+    expect_file("one.md", "one\n");
+    expect_file("sub/deeper/two.md", "two\n");
+    expect_file("seeded.md", "seed\nmore\n");
+    expect_file("sub/moved.md", "one\n");
+    expect_file("synced.md", "fsynced\n");
+    snprintf(path, sizeof(path), "%s/gone.md", mnt);
+    cr_expect_neq(access(path, F_OK), 0, "a removed file came back");
+    rc = mnt_sh(&E, &out, "cd '%s' && find . -type f | LC_ALL=C sort", mnt);
+    cr_expect_str_eq(out, "./.anthropic-memory-store\n./one.md\n./seeded.md\n./sub/deeper/two.md\n"
+                          "./sub/moved.md\n./synced.md\n");
+    free(out);
+}
+
+Test(mount_write_durable, concurrent_writers_and_readers)
+{
+    /* Two writers on two files, a third appending to the file a reader
+     * keeps reading, all at once. */
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out,
+        "cd '%s' || exit 1; "
+        "(for i in $(seq 300); do echo \"a $i\" >> a.md; done) & "
+        "(for i in $(seq 300); do echo \"b $i\" >> b.md; done) & "
+        "(for i in $(seq 300); do echo \"s $i\" >> seeded.md; done) & "
+        "(for i in $(seq 300); do cat seeded.md > /dev/null || echo READ-FAILED; done) & "
+        "wait; wc -l < a.md; wc -l < b.md; wc -l < seeded.md; "
+        "grep -c '^a ' a.md; sed -n '300p' b.md", mnt);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect_str_eq(out, "300\n300\n301\n300\nb 300\n", "%s", out);
+    free(out);
+    /* What the cache holds is what the files hold. */
+    const char *files[] = {"a.md", "b.md", "seeded.md"};
+    for (size_t i = 0; i < 3; i++) {
+        rc = mnt_sh(&E, &out, "sha256sum < '%s/%s' | cut -d' ' -f1", mnt, files[i]);
+        char *sha = q("SELECT sha FROM nodes WHERE store = '%s' AND path = '/%s'"
+                      " AND unlinked = 0", store, files[i]);
+        char *size = q("SELECT size = length(data) FROM nodes JOIN blobs USING (sha)"
+                       " WHERE store = '%s' AND path = '/%s' AND unlinked = 0", store, files[i]);
+        cr_expect_eq(strncmp(out, sha, 64), 0, "%s: cache %s, file %s", files[i], sha, out);
+        cr_expect_str_eq(size, "1", "%s: size and blob disagree", files[i]);
+        free(sha);
+        free(size);
+        free(out);
+    }
+    char *check = q("PRAGMA integrity_check");
+    cr_expect_str_eq(check, "ok");
+    free(check);
+}

@@ -84,7 +84,9 @@ int cache_gc_blobs(struct cache *c)
 {
     db_lock(c);
     int rc = db_exec(c, "DELETE FROM blobs WHERE sha NOT IN"
-                        " (SELECT sha FROM nodes WHERE sha IS NOT NULL)");
+                        " (SELECT sha FROM nodes WHERE sha IS NOT NULL"
+                        "  UNION SELECT base_sha FROM nodes WHERE base_sha IS NOT NULL"
+                        "  UNION SELECT local_sha FROM conflicts)");
     db_unlock(c);
     return rc;
 }

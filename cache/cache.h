@@ -28,7 +28,7 @@ struct cache;
 enum cnode_state { CNODE_CLEAN = 0, CNODE_DIRTY = 1, CNODE_REFUSED = 2 };
 
 /* One node as the cache holds it.  Owned by the caller (fixed buffers but
- * for path and name, which cnode_clear frees). */
+ * for path, name and base_path, which cnode_clear frees). */
 struct cnode {
     uint64_t ino;
     uint64_t parent;     /* 0 for a store root */
@@ -40,8 +40,11 @@ struct cnode {
     char sha[SHA256_HEX_LEN + 1];       /* hash of the current content, "" if none */
     char memory_id[CACHE_ID_MAX];       /* "" for a file never synced */
     char base_sha[SHA256_HEX_LEN + 1];  /* hash at the last sync, "" if none */
+    char *base_path;                    /* path at the last sync, "" if none */
     int state;                          /* enum cnode_state */
     bool has_content;                   /* the bytes of sha are in the cache */
+    bool unlinked;                      /* removed; kept while the kernel may use it */
+    char refused_sha[SHA256_HEX_LEN + 1]; /* content the server refused, "" if none */
 };
 
 void cnode_clear(struct cnode *n);
@@ -112,6 +115,8 @@ int cache_apply_remote(struct cache *c, const char *store_id, const struct cache
 /* Counts for status and statfs. */
 struct cache_store_stats {
     uint64_t files, dirs, bytes, dirty, refused, missing_content;
+    uint64_t tombstones; /* memories deleted locally, not yet remotely */
+    uint64_t conflicts;  /* conflict records kept (cache/resolve.c) */
 };
 int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *st);
 
@@ -125,5 +130,120 @@ int cache_missing_content(struct cache *c, const char *store_id, struct cache_mi
 
 /* Drops blobs that no node references (after a store's tree is loaded). */
 int cache_gc_blobs(struct cache *c);
+
+/* ---- Local changes (cache/write.c; its top comment holds the model) ----
+ * Every call below is one transaction.  On a store attached read-only each
+ * returns -EROFS and changes nothing.  Names are checked with the memory
+ * path rules (-EINVAL, -ENAMETOOLONG); the marker name at a store root is
+ * -EPERM.  now_ns / mtime_ns are CLOCK_REALTIME nanoseconds. */
+
+/* A new empty file (dirty, never synced, content "") or a directory made
+ * locally (state 1).  *out (may be NULL) receives the node; cnode_clear it. */
+int cache_create(struct cache *c, uint64_t parent, const char *name, bool is_dir,
+                 int64_t now_ns, struct cnode *out);
+
+/* Removes parent/name: a file (-EISDIR for a directory) or, with is_dir,
+ * an empty directory (-ENOTDIR, -ENOTEMPTY).  A file that was synced
+ * leaves a tombstone.  The node stays readable by ino (unlinked) until the
+ * next cache_open.  *ino (may be NULL) gets the removed node's number. */
+int cache_unlink(struct cache *c, uint64_t parent, const char *name, bool is_dir,
+                 uint64_t *ino);
+
+#define CACHE_RENAME_NOREPLACE 1u
+/* Moves parent/name to newparent/newname (same store, else -EXDEV).  A file
+ * moved over a file takes over the target's memory identity; a directory
+ * may replace an empty directory only.  flags: CACHE_RENAME_NOREPLACE
+ * (-EEXIST when the target exists); any other bit is -EINVAL. */
+int cache_rename(struct cache *c, uint64_t parent, const char *name, uint64_t newparent,
+                 const char *newname, unsigned flags);
+
+/* Replaces a file's content (over MEM_CONTENT_MAX_BYTES: -EFBIG, nothing
+ * changed); the file is dirty unless it is back to its baseline.  sha_out
+ * (may be NULL) receives the new hash. */
+int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                      int64_t mtime_ns, char sha_out[SHA256_HEX_LEN + 1]);
+/* Sets a node's modification time (touch). */
+int cache_set_mtime(struct cache *c, uint64_t ino, int64_t mtime_ns);
+/* Marks a clean file dirty before its new content lands, so that a remote
+ * listing applied meanwhile leaves it alone. */
+int cache_mark_dirty(struct cache *c, uint64_t ino);
+
+/* ---- What the sync push needs (cache/write.c) ---- */
+
+/* Every live dirty file of the store (state 1), in path order; the cnode
+ * carries the baseline (memory_id, base_sha, base_path: "" when never
+ * synced). */
+int cache_dirty_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);
+
+/* A memory deleted locally, to delete remotely. */
+struct cache_tombstone {
+    char memory_id[CACHE_ID_MAX];
+    char base_sha[SHA256_HEX_LEN + 1];
+    char *base_path;
+    int64_t deleted_at_ns;
+};
+/* *out is malloc'd; free it with cache_tombstones_free(*out, *n). */
+int cache_tombstones(struct cache *c, const char *store_id, struct cache_tombstone **out,
+                     size_t *n);
+void cache_tombstones_free(struct cache_tombstone *v, size_t n);
+/* Forgets a tombstone once the remote delete is done (or moot). */
+int cache_tombstone_drop(struct cache *c, const char *store_id, const char *memory_id);
+
+/* Records that ino was pushed as memory_id with content sha at path: that
+ * is its new baseline.  The file becomes clean only if its content and
+ * path are still exactly what was pushed (a write meanwhile keeps it
+ * dirty).  -ENOENT when the node is gone. */
+int cache_mark_synced(struct cache *c, uint64_t ino, const char *memory_id, const char *sha,
+                      const char *path);
+
+/* ---- What the sync decides about a local file (cache/resolve.c) ----
+ * Each changes ino only if it still holds content expect_sha at path
+ * expect_path (what the decision saw); else -EAGAIN and nothing changes,
+ * and the next sync decides again. */
+
+/* The store wins: the file goes back to its baseline (clean, hash =
+ * base_sha) so that the next cache_apply_remote brings it to the remote
+ * memory under the same ino. */
+int cache_revert_if(struct cache *c, uint64_t ino, const char *expect_sha,
+                    const char *expect_path);
+/* Removes the file without a tombstone (another memory takes its path, or
+ * the memory was deleted remotely).  *parent and *name (malloc'd; may be
+ * NULL) tell which entry went, for the kernel. */
+int cache_drop_if(struct cache *c, uint64_t ino, const char *expect_sha, const char *expect_path,
+                  uint64_t *parent, char **name);
+/* The remote memory is gone: the file becomes one never synced. */
+int cache_forget_base(struct cache *c, uint64_t ino);
+/* The server refused this content (sha): state refused, with the reason,
+ * until the content changes (a write makes the file dirty again). */
+int cache_mark_refused(struct cache *c, uint64_t ino, const char *sha, const char *why);
+
+/* A local version that lost to the store: its bytes (already a blob) are
+ * kept for the user to read back. */
+struct cache_conflict {
+    int64_t id;
+    char *path;
+    char memory_id[CACHE_ID_MAX];
+    char local_sha[SHA256_HEX_LEN + 1];
+    char remote_sha[SHA256_HEX_LEN + 1];
+    int64_t at_ns;
+};
+int cache_conflict_add(struct cache *c, const char *store_id, const char *path,
+                       const char *memory_id, const char *local_sha, const char *remote_sha);
+/* Every conflict record of a store (store_id NULL: of every store), newest
+ * first; free with cache_conflicts_free. */
+int cache_conflicts(struct cache *c, const char *store_id, struct cache_conflict **out,
+                    size_t *n);
+void cache_conflicts_free(struct cache_conflict *v, size_t n);
+/* The lost bytes of conflict id (malloc'd). */
+int cache_conflict_content(struct cache *c, int64_t id, char **buf, size_t *len);
+
+/* Refused files of a store with the server's reason. */
+struct cache_refused {
+    char *path;
+    char *why;
+};
+int cache_refused_files(struct cache *c, const char *store_id, struct cache_refused **out,
+                        size_t *n);
+void cache_refused_free(struct cache_refused *v, size_t n);
 
 #endif

@@ -43,6 +43,14 @@ static const char schema[] =
     "CREATE INDEX IF NOT EXISTS nodes_store_path ON nodes(store, path);"
     "CREATE INDEX IF NOT EXISTS nodes_store_mem ON nodes(store, memory_id);"
     "CREATE TABLE IF NOT EXISTS blobs(sha TEXT PRIMARY KEY, data BLOB NOT NULL);"
+    /* memories deleted locally, until the sync deletes them remotely */
+    "CREATE TABLE IF NOT EXISTS tombstones("
+    "  store TEXT NOT NULL, memory_id TEXT NOT NULL, base_sha TEXT, base_path TEXT,"
+    "  deleted_at INTEGER NOT NULL, PRIMARY KEY(store, memory_id));"
+    /* local versions that lost to the store, kept to be read back */
+    "CREATE TABLE IF NOT EXISTS conflicts("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT, store TEXT NOT NULL, path TEXT NOT NULL,"
+    "  memory_id TEXT, local_sha TEXT NOT NULL, remote_sha TEXT, at INTEGER NOT NULL);"
     "INSERT OR IGNORE INTO nodes(ino, store, parent, name, path, is_dir, mtime, ctime)"
     "  VALUES (1, '', NULL, '(root)', '', 1, 0, 0), (2, '', NULL, '(marker)', '', 0, 0, 0);"
     "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '1');";

@@ -37,4 +37,12 @@ static inline void db_unlock(struct cache *c)
 
 int64_t db_now_ns(void);
 
+/* The columns db_row_to_node reads, in its order (nodes.c). */
+#define NODE_COLS                                                                                  \
+    "ino, parent, name, path, is_dir, size, mtime, ctime, sha, memory_id, base_sha, state,"      \
+    " (sha IS NOT NULL AND EXISTS(SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)),"           \
+    " base_path, unlinked, refused_sha"
+/* Fills n from a row selected with NODE_COLS (n is cleared with cnode_clear). */
+int db_row_to_node(sqlite3_stmt *st, struct cnode *n);
+
 #endif

@@ -1,7 +1,7 @@
 /* nodes.c - the cache's tree: reading nodes (lookup, getattr, readdir) and
  * bringing a store's clean nodes to a remote listing (cache_apply_remote).
  *
- * Invariants (checked by tests/test_cache.c):
+ * Invariants (checked by tests/test_cache_write.c):
  *  - a live node has parent != NULL except a store root; (parent, name) is
  *    unique; path is the parent's path + "/" + name ("/" for a root);
  *  - a directory is either implied by the memories below it (state 0) or
@@ -17,16 +17,13 @@
 #include "db_internal.h"
 #include "log.h"
 
-#define NODE_COLS                                                                                  \
-    "ino, parent, name, path, is_dir, size, mtime, ctime, sha, memory_id, base_sha, state,"      \
-    " (sha IS NOT NULL AND EXISTS(SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))"
-
 void cnode_clear(struct cnode *n)
 {
     if (!n)
         return;
     free(n->name);
     free(n->path);
+    free(n->base_path);
     memset(n, 0, sizeof(*n));
 }
 
@@ -36,17 +33,18 @@ static void copy_text(char *dst, size_t cap, sqlite3_stmt *st, int col)
     snprintf(dst, cap, "%s", t ? (const char *)t : "");
 }
 
-/* Fills n from a row selected with NODE_COLS. */
-static int row_to_node(sqlite3_stmt *st, struct cnode *n)
+int db_row_to_node(sqlite3_stmt *st, struct cnode *n)
 {
     memset(n, 0, sizeof(*n));
     n->ino = (uint64_t)sqlite3_column_int64(st, 0);
     n->parent = (uint64_t)sqlite3_column_int64(st, 1);
     const unsigned char *name = sqlite3_column_text(st, 2);
     const unsigned char *path = sqlite3_column_text(st, 3);
+    const unsigned char *base_path = sqlite3_column_text(st, 13);
     n->name = strdup(name ? (const char *)name : "");
     n->path = strdup(path ? (const char *)path : "");
-    if (!n->name || !n->path) {
+    n->base_path = strdup(base_path ? (const char *)base_path : "");
+    if (!n->name || !n->path || !n->base_path) {
         cnode_clear(n);
         return -ENOMEM;
     }
@@ -59,6 +57,8 @@ static int row_to_node(sqlite3_stmt *st, struct cnode *n)
     copy_text(n->base_sha, sizeof(n->base_sha), st, 10);
     n->state = sqlite3_column_int(st, 11);
     n->has_content = sqlite3_column_int(st, 12) != 0;
+    n->unlinked = sqlite3_column_int(st, 14) != 0;
+    copy_text(n->refused_sha, sizeof(n->refused_sha), st, 15);
     return 0;
 }
 
@@ -67,7 +67,7 @@ static int one_node(struct cache *c, sqlite3_stmt *st, struct cnode *out)
 {
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
-        rc = out ? row_to_node(st, out) : 0;
+        rc = out ? db_row_to_node(st, out) : 0;
     else if (rc == SQLITE_DONE)
         rc = -ENOENT;
     else
@@ -166,7 +166,7 @@ static int each_node(struct cache *c, sqlite3_stmt *st, cache_node_fn fn, void *
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct cnode n;
-        int r = row_to_node(st, &n);
+        int r = db_row_to_node(st, &n);
         if (!r)
             r = fn(arg, &n);
         cnode_clear(&n);
@@ -218,8 +218,10 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
         " COALESCE(SUM(CASE WHEN is_dir = 0 THEN size ELSE 0 END), 0),"
         " COALESCE(SUM(is_dir = 0 AND state = 1), 0), COALESCE(SUM(is_dir = 0 AND state = 2), 0),"
         " COALESCE(SUM(is_dir = 0 AND (sha IS NULL OR NOT EXISTS"
-        "   (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))), 0)"
-        " FROM nodes WHERE store = ? AND unlinked = 0", &st);
+        "   (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))), 0),"
+        " (SELECT count(*) FROM tombstones t WHERE t.store = ?1),"
+        " (SELECT count(*) FROM conflicts k WHERE k.store = ?1)"
+        " FROM nodes WHERE store = ?1 AND unlinked = 0", &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
         rc = sqlite3_step(st);
@@ -230,6 +232,8 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
             s->dirty = (uint64_t)sqlite3_column_int64(st, 3);
             s->refused = (uint64_t)sqlite3_column_int64(st, 4);
             s->missing_content = (uint64_t)sqlite3_column_int64(st, 5);
+            s->tombstones = (uint64_t)sqlite3_column_int64(st, 6);
+            s->conflicts = (uint64_t)sqlite3_column_int64(st, 7);
             rc = 0;
         } else {
             rc = db_fail(c, rc, "store stats");

@@ -129,25 +129,31 @@ void control_serve(struct daemon *d, int listen_fd)
         *nl = '\0';
     if (strcmp(line, "status") == 0 || strcmp(line, "status-json") == 0) {
         serve_status(d, fd, strcmp(line, "status-json") == 0);
-    } else if (strcmp(line, "unmount-all") == 0) {
-        for (size_t i = 0; i < d->n; i++)
-            if (!d->stores[i].gone)
-                daemon_teardown_store(&d->stores[i]);
-        say(fd, "ok\n");
-    } else if (strncmp(line, "unmount ", 8) == 0) {
-        const char *path = line + 8;
-        bool found = false;
-        for (size_t i = 0; i < d->n; i++) {
+    } else if (strcmp(line, "unmount-all") == 0 || strncmp(line, "unmount ", 8) == 0) {
+        bool all = line[7] != ' ';
+        struct fs_store *v[16];
+        size_t nv = 0;
+        for (size_t i = 0; i < d->n && nv < 16; i++) {
             struct fs_store *s = &d->stores[i];
-            if (!s->gone && strcmp(s->mount_path, path) == 0) {
-                daemon_teardown_store(s);
-                found = true;
-            }
+            if (!s->gone && (all || strcmp(s->mount_path, line + 8) == 0))
+                v[nv++] = s;
         }
-        if (found)
+        if (!nv && !all) {
+            say(fd, "error no memory store of this daemon is mounted at %s\n", line + 8);
+        } else {
+            char *text = NULL;
+            size_t len = 0;
+            FILE *report = open_memstream(&text, &len);
+            daemon_unmount(v, nv, report);
+            if (report)
+                fclose(report);
+            for (size_t i = 0; i < nv; i++)
+                say(fd, "unmounted %s\n", v[i]->mount_path);
+            if (text && len)
+                say(fd, "%s", text);
+            free(text);
             say(fd, "ok\n");
-        else
-            say(fd, "error no memory store of this daemon is mounted at %s\n", path);
+        }
     } else {
         say(fd, "error unknown command\n");
     }
@@ -271,14 +277,15 @@ static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *in
     }
     char cmd[4200];
     snprintf(cmd, sizeof(cmd), u->path ? "unmount %s" : "unmount-all", info->mount_path);
-    int rc = ask(info->pid, cmd, NULL, 120);
+    /* The daemon bounds its final sync by its --flush-timeout (at most an
+     * hour); its answer lines (what it unmounted, what it could not push)
+     * go to stderr. */
+    int rc = ask(info->pid, cmd, stderr, 3700);
     if (rc) {
         if (rc != -EIO)
             fprintf(stderr, "memstorefs: cannot reach the daemon (pid %d) of %s: %s\n",
                     (int)info->pid, info->mount_path, strerror(-rc));
         u->failed++;
-    } else {
-        fprintf(stderr, "memstorefs: unmounted %s\n", info->mount_path);
     }
     return 0;
 }

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api.h"
@@ -112,13 +113,22 @@ static int check_paths(const struct mount_opts *o)
     for (size_t i = 0; i < o->n_stores; i++) {
         const struct session_store *s = &o->stores[i];
         struct stat st;
-        if (lstat(s->mount_path, &st) == 0 || errno == ENOTCONN) {
+        int err = lstat(s->mount_path, &st) == 0 ? 0 : errno;
+        if (err == ENOENT || err == ENOTDIR)
+            continue; /* mkdir says more when a file is in the way */
+        if (err == 0 || err == ENOTCONN) {
             fprintf(stderr, "memstorefs: something already exists at the memory store's path: "
                             "%s (memory_store_id=%s); it must not exist when the session "
                             "starts%s\n", s->mount_path, s->id,
-                    errno == ENOTCONN ? " (a dead mount: run 'memstorefs unmount' on it)" : "");
+                    err == ENOTCONN || (err == 0 && rt_is_dead_mount(s->mount_path))
+                        ? " (a dead mount left by a killed memstorefs: run 'memstorefs unmount "
+                          "PATH' to clean it up)"
+                        : "");
             return -EEXIST;
         }
+        fprintf(stderr, "memstorefs: cannot check the memory store's path %s "
+                        "(memory_store_id=%s): %s\n", s->mount_path, s->id, strerror(err));
+        return -err;
     }
     return 0;
 }
@@ -293,11 +303,89 @@ void daemon_teardown_store(struct fs_store *s)
     s->gone = true;
 }
 
-static void teardown_all(void)
+struct final_job {
+    struct fs_store **v;
+    size_t n;
+};
+
+static void *final_main(void *arg)
 {
-    for (size_t i = 0; i < D.n; i++)
+    struct final_job *j = arg;
+    for (size_t i = 0; i < j->n; i++) {
+        char why[512];
+        if (syncer_sync(D.sync, j->v[i]->sync_idx, why, sizeof(why), NULL) != 0)
+            log_warn("memory flush failed", "memory_store_id", j->v[i]->id, "error", why);
+    }
+    return NULL;
+}
+
+/* The final sync of v[0..n) at unmount, bounded by the flush timeout:
+ * past it, requests in flight are cancelled and what they carried stays
+ * dirty in the cache for the next mount.  Writes one line per store with
+ * something left unpushed to report (may be NULL) and to the log. */
+static void final_sync(struct fs_store **v, size_t n, FILE *report)
+{
+    if (!D.sync || !n)
+        return;
+    struct final_job j = {v, n};
+    pthread_t t;
+    if (pthread_create(&t, NULL, final_main, &j) != 0) {
+        final_main(&j);
+    } else {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += D.flush_timeout;
+        if (pthread_timedjoin_np(t, NULL, &until) != 0) {
+            char secs[32];
+            snprintf(secs, sizeof(secs), "%d", D.flush_timeout);
+            log_warn("final memory sync cut off at the flush timeout; what it had not pushed "
+                     "stays in the cache for the next mount", "flush_timeout_s", secs);
+            http_client_cancel(D.http, true);
+            pthread_join(t, NULL);
+            http_client_cancel(D.http, false);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct cache_store_stats st;
+        if (cache_store_stats(D.cache, v[i]->id, &st) != 0)
+            continue;
+        unsigned long long left = st.dirty + st.tombstones, refused = st.refused;
+        if (!left && !refused)
+            continue;
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "memory store %s: %llu local change%s not pushed%s%llu file%s "
+                 "refused by the server; they stay in the cache (%s) and the next mount of this "
+                 "store with the same --cache-dir pushes the changes",
+                 v[i]->id, left, left == 1 ? "" : "s", refused ? ", " : " and ", refused,
+                 refused == 1 ? "" : "s", D.cache_dir);
+        log_warn("memory flush left changes unpushed", "memory_store_id", v[i]->id, "path",
+                 v[i]->mount_path, "unpushed", msg);
+        if (report)
+            fprintf(report, "%s\n", msg);
+    }
+}
+
+void daemon_unmount(struct fs_store **v, size_t n, FILE *report)
+{
+    final_sync(v, n, report);
+    for (size_t i = 0; i < n; i++)
+        if (!v[i]->gone)
+            daemon_teardown_store(v[i]);
+}
+
+static void teardown_all(bool flush)
+{
+    struct fs_store *v[16];
+    size_t n = 0;
+    for (size_t i = 0; i < D.n && n < 16; i++)
         if (!D.stores[i].gone)
-            daemon_teardown_store(&D.stores[i]);
+            v[n++] = &D.stores[i];
+    if (flush) {
+        syncer_stop(D.sync);
+        final_sync(v, n, NULL);
+    }
+    for (size_t i = 0; i < n; i++)
+        daemon_teardown_store(v[i]);
 }
 
 static void free_all(void)
@@ -310,6 +398,8 @@ static void free_all(void)
     }
     n_leftover = 0;
     syncer_free(&D.sync);
+    if (D.sync)
+        return; /* its thread would not stop: the process exits with it alive */
     http_client_free(&D.http);
     cache_close(&D.cache);
     for (size_t i = 0; i < D.n; i++) {
@@ -383,6 +473,10 @@ static int setup_stores(struct mount_opts *o)
         return -errno;
     }
     struct syncer_opts so = {.interval_s = o->sync_interval, .fetch_in_flight = 8};
+    if (strcmp(o->deletions, "log_only") == 0)
+        so.deletions = SYNCER_DEL_LOG_ONLY;
+    else if (strcmp(o->deletions, "disabled") == 0)
+        so.deletions = SYNCER_DEL_DISABLED;
     D.sync = syncer_new(D.cache, D.http, &so);
     if (!D.sync)
         return -ENOMEM;
@@ -478,8 +572,8 @@ static void main_loop(int sig_fd)
                              NULL, NULL);
                     continue;
                 }
-                log_info("signal received; unmounting", "signal", name);
-                teardown_all();
+                log_info("signal received; final sync, then unmount", "signal", name);
+                teardown_all(true);
                 break;
             }
         }
@@ -510,7 +604,13 @@ static void detach_stdio(const struct mount_opts *o)
     FILE *lf = file ? fopen(file, "ae") : NULL;
     if (lf)
         log_set_stream(lf);
+    else
+        fprintf(stderr, "memstorefs: cannot open the log file %s (%s); the daemon's log is "
+                        "lost\n", file ? file : "?", strerror(errno));
     free(file);
+    /* Keep no directory of the caller busy. */
+    if (chdir("/") != 0)
+        log_warn("cannot change to /", "error", strerror(errno));
     int null = open("/dev/null", O_RDWR);
     if (null >= 0) {
         dup2(null, 0);
@@ -527,6 +627,8 @@ int daemon_mount(struct mount_opts *o)
     memset(&D, 0, sizeof(D));
     D.ctl_fd = -1;
     D.wake_fd = -1;
+    D.flush_timeout = o->flush_timeout;
+    D.cache_dir = o->cache_dir;
     if (o->log_level) {
         enum log_level lvl;
         if (log_parse_level(o->log_level, &lvl) == 0)
@@ -637,7 +739,7 @@ int daemon_mount(struct mount_opts *o)
     status = 0;
 out:
     syncer_stop(D.sync);
-    teardown_all();
+    teardown_all(false);
     free_all();
     if (sig_fd >= 0)
         close(sig_fd);

@@ -3,6 +3,7 @@
 #define MFS_DAEMON_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "fs.h"
 #include "session.h"
@@ -17,10 +18,15 @@ struct daemon {
     int wake_fd;          /* eventfd: a loop thread ended */
     int ctl_fd;           /* control socket, -1 if none */
     char ctl_path[4200];
+    int flush_timeout;    /* seconds: bound of the final sync */
+    const char *cache_dir;
 };
 
 /* Unmounts one store, removes the directories it created, drops its lock. */
 void daemon_teardown_store(struct fs_store *s);
+/* The final sync of v[0..n) (bounded by the flush timeout), then their
+ * teardown; a line per store with unpushed changes goes to report. */
+void daemon_unmount(struct fs_store **v, size_t n, FILE *report);
 /* Serves one connection on the control socket (main thread only). */
 void control_serve(struct daemon *d, int listen_fd);
 

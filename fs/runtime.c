@@ -189,3 +189,23 @@ int rt_sock_path(pid_t pid, char *buf, size_t len)
     int n = snprintf(buf, len, "%s/daemon-%d.sock", dir, (int)pid);
     return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
 }
+
+struct dead_ctx {
+    const char *path;
+    bool dead;
+};
+
+static int match_dead(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
+{
+    struct dead_ctx *d = arg;
+    if (!alive && strcmp(info->mount_path, d->path) == 0)
+        d->dead = true;
+    return 0;
+}
+
+bool rt_is_dead_mount(const char *mount_path)
+{
+    struct dead_ctx d = {mount_path, false};
+    rt_each_lock(match_dead, &d);
+    return d.dead;
+}

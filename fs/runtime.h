@@ -36,6 +36,9 @@ typedef int (*rt_lock_fn)(void *arg, const char *file, const struct rt_lockinfo 
                           bool alive);
 int rt_each_lock(rt_lock_fn fn, void *arg);
 
+/* True when a lock file names mount_path and its daemon is gone. */
+bool rt_is_dead_mount(const char *mount_path);
+
 /* The control socket path of daemon pid. */
 int rt_sock_path(pid_t pid, char *buf, size_t len);
 

@@ -23,28 +23,9 @@
 #include "log.h"
 #include "rules.h"
 
+#include "engine_int.h"
+
 #define PREFETCH_BATCH 32
-
-struct sstore {
-    char *id;
-    bool read_only;
-    struct sync_notify n;
-    int64_t last;        /* guarded by syncer.lock */
-    char result[512];    /* guarded by syncer.lock */
-};
-
-struct syncer {
-    struct cache *c;
-    struct http_client *h;
-    struct syncer_opts o;
-    struct sstore *v;
-    size_t n;
-    pthread_t thr;
-    bool running;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool stop;           /* guarded by lock */
-};
 
 struct syncer *syncer_new(struct cache *c, struct http_client *h, const struct syncer_opts *o)
 {
@@ -75,8 +56,12 @@ void syncer_free(struct syncer **sp)
     syncer_stop(s);
     if (s->running)
         return; /* the thread would not stop: leave it, the process is exiting */
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
         free(s->v[i].id);
+        free(s->v[i].sent);
+        free(s->v[i].said);
+        pthread_mutex_destroy(&s->v[i].cycle_lock);
+    }
     free(s->v);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
@@ -96,17 +81,26 @@ int syncer_add(struct syncer *s, const char *store_id, bool read_only, const str
     if (!st->id)
         return -ENOMEM;
     st->read_only = read_only;
+    pthread_mutex_init(&st->cycle_lock, NULL);
     if (n)
         st->n = *n;
     return (int)s->n++;
 }
 
-static void set_result(struct syncer *s, struct sstore *st, const char *result)
+void engine_set_result(struct syncer *s, struct sstore *st, const char *result,
+                       const struct syncer_report *rep)
 {
     pthread_mutex_lock(&s->lock);
     st->last = (int64_t)time(NULL);
     snprintf(st->result, sizeof(st->result), "%s", result);
+    if (rep)
+        st->rep = *rep;
     pthread_mutex_unlock(&s->lock);
+}
+
+static void set_result(struct syncer *s, struct sstore *st, const char *result)
+{
+    engine_set_result(s, st, result, NULL);
 }
 
 void syncer_last(struct syncer *s, int idx, int64_t *when, char *result, size_t len)
@@ -122,7 +116,7 @@ static int cmp_remote(const void *a, const void *b)
     return strcmp(((const struct cache_remote *)a)->path, ((const struct cache_remote *)b)->path);
 }
 
-static void notify_changes(struct sstore *st, const struct cache_changes *ch)
+void engine_notify(struct sstore *st, const struct cache_changes *ch)
 {
     for (size_t i = 0; i < ch->n; i++) {
         const struct cache_change *x = &ch->v[i];
@@ -154,32 +148,27 @@ static void describe(char *why, size_t len, const char *what, const char *store,
         snprintf(why, len, "%s memory store %s: %s", what, store, strerror(-rc));
 }
 
-int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
+int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
+                struct cache_remote **out, size_t *n, char *why, size_t whylen)
 {
-    struct sstore *st = &s->v[idx];
-    struct api_list list = {0};
     struct api_error e = {0};
-    char local_why[512];
-    if (!why) {
-        why = local_why;
-        whylen = sizeof(local_why);
-    }
-    int rc = api_memories_list(s->h, st->id, &list, &e);
+    *out = NULL;
+    *n = 0;
+    int rc = api_memories_list(s->h, st->id, list, &e);
     if (rc) {
         describe(why, whylen, "cannot list", st->id, rc, &e);
         api_error_clear(&e);
-        set_result(s, st, why);
         return rc;
     }
-    struct cache_remote *r = calloc(list.n ? list.n : 1, sizeof(*r));
+    struct cache_remote *r = calloc(list->n ? list->n : 1, sizeof(*r));
     if (!r) {
-        api_list_free(&list);
+        api_list_free(list);
         snprintf(why, whylen, "out of memory");
         return -ENOMEM;
     }
     size_t k = 0;
-    for (size_t i = 0; i < list.n; i++) {
-        const struct api_memory *m = &list.items[i];
+    for (size_t i = 0; i < list->n; i++) {
+        const struct api_memory *m = &list->items[i];
         const char *reason = NULL;
         if (strcmp(m->path, MEM_MARKER_PATH) == 0) {
             log_warn("the server listed the reserved marker path; skipping", "memory_store_id",
@@ -194,23 +183,47 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
         r[k++] = (struct cache_remote){m->path, m->id, m->sha, (uint64_t)m->size};
     }
     qsort(r, k, sizeof(*r), cmp_remote);
+    *out = r;
+    *n = k;
+    return 0;
+}
+
+int engine_apply(struct syncer *s, struct sstore *st, const struct cache_remote *r, size_t n,
+                 char *why, size_t whylen)
+{
     struct cache_changes ch = {0};
-    rc = cache_apply_remote(s->c, st->id, r, k, &ch);
-    free(r);
-    api_list_free(&list);
+    int rc = cache_apply_remote(s->c, st->id, r, n, &ch);
     if (rc) {
         snprintf(why, whylen, "cannot update the cache of memory store %s: %s", st->id,
                  strerror(-rc));
         cache_changes_free(&ch);
-        set_result(s, st, why);
         return rc;
     }
     if (ch.n)
         log_debug("remote changes applied", "memory_store_id", st->id);
-    notify_changes(st, &ch);
+    engine_notify(st, &ch);
     cache_changes_free(&ch);
-    set_result(s, st, "ok");
     return 0;
+}
+
+int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
+{
+    struct sstore *st = &s->v[idx];
+    struct api_list list = {0};
+    struct cache_remote *r = NULL;
+    size_t n = 0;
+    char local_why[512];
+    if (!why) {
+        why = local_why;
+        whylen = sizeof(local_why);
+    }
+    int rc = engine_list(s, st, &list, &r, &n, why, whylen);
+    if (!rc)
+        rc = engine_apply(s, st, r, n, why, whylen);
+    free(r);
+    api_list_free(&list);
+    set_result(s, st, rc ? why : "ok");
+    return rc;
 }
 
 /* Stores fetched bytes; -ESTALE when they are not the bytes of want_sha
@@ -233,8 +246,10 @@ int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *s
     if (!rc)
         rc = keep_fetched(s, &f.mem, sha);
     if (rc == -ESTALE) {
-        /* Bring the node to the newer remote state; the caller retries. */
-        syncer_refresh(s, idx, NULL, 0);
+        /* The memory changed again since it was listed: the sync thread
+         * brings the node to it at once (never from this FUSE thread,
+         * which must not send kernel notifications). */
+        syncer_kick(s);
     }
     api_memory_clear(&f.mem);
     api_error_clear(&f.e);
@@ -242,7 +257,7 @@ int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *s
 }
 
 /* Downloads every file of the store whose bytes the cache lacks. */
-static int prefetch(struct syncer *s, int idx)
+int engine_prefetch(struct syncer *s, int idx)
 {
     struct sstore *st = &s->v[idx];
     struct cache_missing *miss = NULL;
@@ -289,36 +304,70 @@ static int prefetch(struct syncer *s, int idx)
     return 0;
 }
 
+void syncer_kick(struct syncer *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->kick = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Waits one interval (or a kick); false when asked to stop. */
 static bool wait_interval(struct syncer *s)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += s->o.interval_s;
     pthread_mutex_lock(&s->lock);
-    while (!s->stop) {
+    while (!s->stop && !s->kick) {
         if (pthread_cond_timedwait(&s->cond, &s->lock, &until) == ETIMEDOUT)
             break;
     }
+    s->kick = false;
     bool stop = s->stop;
     pthread_mutex_unlock(&s->lock);
     return !stop;
 }
 
+int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct syncer_report *rep)
+{
+    char local_why[512];
+    if (!why) {
+        why = local_why;
+        whylen = sizeof(local_why);
+    }
+    int rc = cycle_run(s, idx, why, whylen);
+    if (rep)
+        syncer_last_report(s, idx, rep);
+    return rc;
+}
+
+void syncer_last_report(struct syncer *s, int idx, struct syncer_report *rep)
+{
+    pthread_mutex_lock(&s->lock);
+    *rep = s->v[idx].rep;
+    pthread_mutex_unlock(&s->lock);
+}
+
 static void *run(void *arg)
 {
     struct syncer *s = arg;
+    /* Content first (reads are waiting for it), then a full sync at once:
+     * a cache directory may hold changes an earlier session never pushed. */
     for (size_t i = 0; i < s->n; i++)
-        prefetch(s, (int)i);
-    while (wait_interval(s)) {
+        engine_prefetch(s, (int)i);
+    do {
         for (size_t i = 0; i < s->n; i++) {
+            pthread_mutex_lock(&s->lock);
+            bool stop = s->stop;
+            pthread_mutex_unlock(&s->lock);
+            if (stop)
+                return NULL;
             char why[512];
-            int rc = syncer_refresh(s, (int)i, why, sizeof(why));
-            if (rc)
+            if (cycle_run(s, (int)i, why, sizeof(why)) != 0)
                 log_warn("memory sync failed", "memory_store_id", s->v[i].id, "error", why);
-            else
-                prefetch(s, (int)i);
         }
-    }
+    } while (wait_interval(s));
     return NULL;
 }
 
@@ -342,8 +391,10 @@ void syncer_stop(struct syncer *s)
     s->stop = true;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
-    /* A step in flight ends within the HTTP timeouts; do not wait forever
-     * on a server that does not answer. */
+    /* A step in flight may be waiting on a server that does not answer:
+     * cancel its requests (nothing is lost: what was not pushed stays
+     * dirty), wait for the thread, then let requests run again. */
+    http_client_cancel(s->h, true);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 10;
@@ -351,4 +402,5 @@ void syncer_stop(struct syncer *s)
         s->running = false;
     else
         log_event(LOG_LVL_WARN, "the sync thread did not stop in time; leaving it", NULL);
+    http_client_cancel(s->h, false);
 }

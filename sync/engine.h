@@ -21,9 +21,23 @@ struct sync_notify {
     void (*entry_gone)(void *arg, uint64_t parent_row, uint64_t row, const char *name);
 };
 
+enum syncer_deletions { SYNCER_DEL_ENABLED = 0, SYNCER_DEL_LOG_ONLY, SYNCER_DEL_DISABLED };
+
 struct syncer_opts {
     int interval_s;      /* seconds between syncs of a store */
     int fetch_in_flight; /* content downloads in flight at once; 0 -> 8 */
+    enum syncer_deletions deletions;
+};
+
+/* What the last sync of a store did and left. */
+struct syncer_report {
+    unsigned pushed;     /* creates and updates that reached the store */
+    unsigned deleted;    /* remote deletes sent */
+    unsigned conflicts;  /* store-wins resolutions */
+    unsigned refused;    /* files the server refused (stay local) */
+    unsigned held;       /* deletes held back by the per-sync cap */
+    unsigned failed;     /* writes that failed and will be retried */
+    unsigned pending;    /* local changes not on the server after the sync */
 };
 
 /* The syncer borrows c and h; they must outlive it.  NULL on ENOMEM. */
@@ -43,12 +57,21 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen);
  * the bytes of sha are in the cache afterwards. */
 int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha);
 
-/* Background thread: prefetches missing content, then refreshes every
- * store every interval.  syncer_stop waits for it to finish its step. */
+/* Background thread: prefetches missing content, then syncs every store
+ * at once and every interval after.  syncer_stop waits (bounded) for it
+ * to finish its step.  syncer_kick makes it sync now. */
+void syncer_kick(struct syncer *s);
 int syncer_start(struct syncer *s);
 void syncer_stop(struct syncer *s);
 
 /* Last sync time (unix seconds, 0 if none) and result ("ok" or a reason). */
 void syncer_last(struct syncer *s, int idx, int64_t *when, char *result, size_t len);
+/* The report of the last full sync (zeroed if none yet). */
+void syncer_last_report(struct syncer *s, int idx, struct syncer_report *rep);
+
+/* One full sync of store idx now (list, pull, push), on the caller's
+ * thread, serialised with the sync thread's.  Used at unmount (final sync)
+ * and by `memstorefs flush`.  rep (may be NULL) receives the report. */
+int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct syncer_report *rep);
 
 #endif

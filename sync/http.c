@@ -64,6 +64,7 @@ struct http_client {
     struct lane *idle;
     int n_idle;
     unsigned seed_ctr; /* atomic; varies the jitter seed between runs */
+    volatile int cancel; /* http_client_cancel: ends every run's unfinished calls */
 };
 
 enum slot_state { S_WAIT, S_RUN, S_DONE };
@@ -602,6 +603,12 @@ static int set_all(struct http_call *calls, size_t n, int err)
     return err;
 }
 
+void http_client_cancel(struct http_client *c, bool on)
+{
+    if (c)
+        __atomic_store_n(&c->cancel, on ? 1 : 0, __ATOMIC_SEQ_CST);
+}
+
 int http_run(struct http_client *c, struct http_call *calls, size_t n)
 {
     return http_run_ex(c, calls, n, NULL);
@@ -621,6 +628,15 @@ int http_run_ex(struct http_client *c, struct http_call *calls, size_t n,
     }
     if (n == 0 || rc)
         return set_all(calls, n, rc);
+    /* Without a cancel flag of its own, a run obeys the client's. */
+    struct http_run_opts with_cancel;
+    if (!ro || !ro->cancel) {
+        with_cancel = ro ? *ro : (struct http_run_opts){0};
+        with_cancel.cancel = &c->cancel;
+        ro = &with_cancel;
+    }
+    if (*ro->cancel)
+        return set_all(calls, n, -ECANCELED);
     struct run r = {.c = c, .n = n};
     r.slots = calloc(n, sizeof(*r.slots));
     r.lane = lane_get(c);

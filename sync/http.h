@@ -80,6 +80,10 @@ struct http_run_opts {
  * every call -EINVAL; no memory gives -ENOMEM), so callers may look only
  * at call->err. */
 int http_run(struct http_client *c, struct http_call *calls, size_t n);
+/* While on, every run in progress or started on c ends its unfinished
+ * calls with -ECANCELED at once (unless its run options carry a cancel
+ * flag of their own).  Used to bound the final sync at unmount. */
+void http_client_cancel(struct http_client *c, bool on);
 int http_run_ex(struct http_client *c, struct http_call *calls, size_t n,
                 const struct http_run_opts *ro);
 /* Frees call->resp and zeroes the out fields; the in fields are kept. */

@@ -176,6 +176,8 @@ void log_event(enum log_level lvl, const char *msg, ...)
         if (!k)
             break;
         const char *v = va_arg(ap, const char *);
+        if (!v)
+            continue;
         puts_(&l, " ");
         puts_(&l, k);
         puts_(&l, "=");

@@ -23,7 +23,7 @@ bool log_enabled(enum log_level lvl);
 
 /* Logs msg followed by key/value string pairs, terminated by NULL:
  *   log_event(LOG_LVL_WARN, "failed to upload memory", "path", p, NULL);
- * A NULL value prints as -. */
+ * A pair whose value is NULL is left out. */
 void log_event(enum log_level lvl, const char *msg, ...) __attribute__((sentinel));
 /* Same, with the message formatted printf-style and no fields. */
 void log_msgf(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -35,5 +35,7 @@ int daemon_mount(struct mount_opts *o);
 /* control.c: the unmount and status commands; return exit statuses. */
 int control_unmount(int argc, char **argv);
 int control_status(int argc, char **argv);
+/* conflicts.c: the conflicts command. */
+int conflicts_main(int argc, char **argv);
 
 #endif

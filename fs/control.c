@@ -44,69 +44,6 @@ static void say(int fd, const char *fmt, ...)
         (void)!send(fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1, MSG_NOSIGNAL);
 }
 
-/* JSON string body escaping for paths and reasons. */
-static void json_str(char *out, size_t cap, const char *s)
-{
-    size_t o = 0;
-    for (; s && *s && o + 8 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char)c;
-        } else if (c < 0x20) {
-            o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    out[o] = '\0';
-}
-
-static void serve_status(struct daemon *d, int fd, bool json)
-{
-    for (size_t i = 0; i < d->n; i++) {
-        struct fs_store *s = &d->stores[i];
-        if (s->gone)
-            continue;
-        struct cache_store_stats st;
-        if (cache_store_stats(d->cache, s->id, &st) != 0)
-            memset(&st, 0, sizeof(st));
-        int64_t when = 0;
-        char result[512] = "", path[8192], res[1200];
-        syncer_last(d->sync, s->sync_idx, &when, result, sizeof(result));
-        if (!json) {
-            char when_s[64] = "never";
-            if (when) {
-                struct tm tm;
-                time_t t = (time_t)when;
-                localtime_r(&t, &tm);
-                strftime(when_s, sizeof(when_s), "%Y-%m-%d %H:%M:%S", &tm);
-            }
-            say(fd, "%s\n  mounted at   %s (%s, pid %d)\n  memories     %llu in %llu "
-                    "directories, %llu bytes\n  dirty        %llu\n  refused      %llu\n"
-                    "  not cached   %llu\n  last sync    %s: %s\n",
-                s->id, s->mount_path, s->read_only ? "read-only" : "read-write", (int)getpid(),
-                (unsigned long long)st.files, (unsigned long long)st.dirs,
-                (unsigned long long)st.bytes, (unsigned long long)st.dirty,
-                (unsigned long long)st.refused, (unsigned long long)st.missing_content, when_s,
-                result[0] ? result : "-");
-            continue;
-        }
-        json_str(path, sizeof(path), s->mount_path);
-        json_str(res, sizeof(res), result);
-        say(fd, "{\"memory_store_id\":\"%s\",\"mount_path\":\"%s\",\"access\":\"%s\","
-                "\"pid\":%d,\"memories\":%llu,\"directories\":%llu,\"bytes\":%llu,"
-                "\"dirty\":%llu,\"refused\":%llu,\"content_missing\":%llu,"
-                "\"last_sync\":%lld,\"last_result\":\"%s\"}\n",
-            s->id, path, s->read_only ? "read_only" : "read_write", (int)getpid(),
-            (unsigned long long)st.files, (unsigned long long)st.dirs,
-            (unsigned long long)st.bytes, (unsigned long long)st.dirty,
-            (unsigned long long)st.refused, (unsigned long long)st.missing_content,
-            (long long)when, res);
-    }
-    say(fd, "ok\n");
-}
-
 void control_serve(struct daemon *d, int listen_fd)
 {
     int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -128,7 +65,7 @@ void control_serve(struct daemon *d, int listen_fd)
     if (nl)
         *nl = '\0';
     if (strcmp(line, "status") == 0 || strcmp(line, "status-json") == 0) {
-        serve_status(d, fd, strcmp(line, "status-json") == 0);
+        status_serve(d, fd, strcmp(line, "status-json") == 0);
     } else if (strcmp(line, "unmount-all") == 0 || strncmp(line, "unmount ", 8) == 0) {
         bool all = line[7] != ' ';
         struct fs_store *v[16];

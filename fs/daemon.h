@@ -2,6 +2,7 @@
 #ifndef MFS_DAEMON_H
 #define MFS_DAEMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -27,6 +28,8 @@ void daemon_teardown_store(struct fs_store *s);
 /* The final sync of v[0..n) (bounded by the flush timeout), then their
  * teardown; a line per store with unpushed changes goes to report. */
 void daemon_unmount(struct fs_store **v, size_t n, FILE *report);
+/* status.c: writes the status of every live store to fd, then "ok". */
+void status_serve(struct daemon *d, int fd, bool json);
 /* Serves one connection on the control socket (main thread only). */
 void control_serve(struct daemon *d, int listen_fd);
 

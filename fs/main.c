@@ -13,6 +13,7 @@ static const char help[] =
     "  memstorefs mount (--session FILE | --store ID:MOUNT_PATH[:ro]...) [options]\n"
     "  memstorefs unmount PATH... | --all\n"
     "  memstorefs status [--json]\n"
+    "  memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n"
     "  memstorefs --help | --version\n"
     "\n"
     "mount options:\n"
@@ -63,6 +64,8 @@ int main(int argc, char **argv)
         return control_unmount(argc - 1, argv + 1);
     if (strcmp(cmd, "status") == 0)
         return control_status(argc - 1, argv + 1);
+    if (strcmp(cmd, "conflicts") == 0)
+        return conflicts_main(argc - 1, argv + 1);
     fprintf(stderr, "memstorefs: unknown command '%s'\nTry 'memstorefs --help'.\n", cmd);
     return 2;
 }

@@ -1,0 +1,156 @@
+/* status.c - what `memstorefs status` shows of each mounted store: counts
+ * from the cache, the last sync's time, result and report, the files the
+ * server refused (with its reason) and the conflicts the store won (with
+ * how to read the lost local version back).  Human text, or one JSON
+ * object per store per line (--json).  Runs on the daemon's main thread;
+ * reads the cache through its API. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "daemon.h"
+#include "engine.h"
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void fmt_time(int64_t secs, char *buf, size_t len)
+{
+    if (!secs) {
+        snprintf(buf, len, "never");
+        return;
+    }
+    struct tm tm;
+    time_t t = (time_t)secs;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
+{
+    struct cache_store_stats st;
+    if (cache_store_stats(d->cache, s->id, &st) != 0)
+        memset(&st, 0, sizeof(st));
+    int64_t when = 0;
+    char result[512] = "", when_s[64];
+    struct syncer_report rep;
+    syncer_last(d->sync, s->sync_idx, &when, result, sizeof(result));
+    syncer_last_report(d->sync, s->sync_idx, &rep);
+    fmt_time(when, when_s, sizeof(when_s));
+    struct cache_refused *rf = NULL;
+    size_t n_rf = 0;
+    struct cache_conflict *cf = NULL;
+    size_t n_cf = 0;
+    cache_refused_files(d->cache, s->id, &rf, &n_rf);
+    cache_conflicts(d->cache, s->id, &cf, &n_cf);
+
+    if (json) {
+        fprintf(f, "{\"memory_store_id\":");
+        json_str(f, s->id);
+        fprintf(f, ",\"mount_path\":");
+        json_str(f, s->mount_path);
+        fprintf(f, ",\"access\":\"%s\",\"pid\":%d,\"cache_dir\":",
+                s->read_only ? "read_only" : "read_write", (int)getpid());
+        json_str(f, d->cache_dir);
+        fprintf(f, ",\"memories\":%llu,\"directories\":%llu,\"bytes\":%llu,\"dirty\":%llu,"
+                   "\"pending_deletes\":%llu,\"refused\":%llu,\"conflicts\":%llu,"
+                   "\"content_missing\":%llu,\"last_sync\":",
+                (unsigned long long)st.files, (unsigned long long)st.dirs,
+                (unsigned long long)st.bytes, (unsigned long long)st.dirty,
+                (unsigned long long)st.tombstones, (unsigned long long)st.refused,
+                (unsigned long long)st.conflicts, (unsigned long long)st.missing_content);
+        if (when)
+            json_str(f, when_s);
+        else
+            fprintf(f, "null");
+        fprintf(f, ",\"last_result\":");
+        json_str(f, result);
+        fprintf(f, ",\"last_report\":{\"pushed\":%u,\"deleted\":%u,\"conflicts\":%u,"
+                   "\"refused\":%u,\"held\":%u,\"failed\":%u,\"pending\":%u}",
+                rep.pushed, rep.deleted, rep.conflicts, rep.refused, rep.held, rep.failed,
+                rep.pending);
+        fprintf(f, ",\"refused_files\":[");
+        for (size_t i = 0; i < n_rf; i++) {
+            fprintf(f, "%s{\"path\":", i ? "," : "");
+            json_str(f, rf[i].path);
+            fprintf(f, ",\"reason\":");
+            json_str(f, rf[i].why);
+            fputc('}', f);
+        }
+        fprintf(f, "],\"conflict_records\":[");
+        for (size_t i = 0; i < n_cf; i++) {
+            char at[64];
+            fmt_time(cf[i].at_ns / 1000000000LL, at, sizeof(at));
+            fprintf(f, "%s{\"id\":%lld,\"path\":", i ? "," : "", (long long)cf[i].id);
+            json_str(f, cf[i].path);
+            fprintf(f, ",\"memory_id\":");
+            json_str(f, cf[i].memory_id);
+            fprintf(f, ",\"at\":\"%s\"}", at);
+        }
+        fprintf(f, "]}\n");
+    } else {
+        fprintf(f, "%s\n  mounted at      %s (%s, pid %d)\n"
+                   "  memories        %llu in %llu directories, %llu bytes\n"
+                   "  local changes   %llu dirty, %llu deletes pending\n"
+                   "  last sync       %s: %s\n",
+                s->id, s->mount_path, s->read_only ? "read-only" : "read-write", (int)getpid(),
+                (unsigned long long)st.files, (unsigned long long)st.dirs,
+                (unsigned long long)st.bytes, (unsigned long long)st.dirty,
+                (unsigned long long)st.tombstones, when_s, result[0] ? result : "-");
+        if (when)
+            fprintf(f, "                  pushed %u, deleted %u, conflicts %u, refused %u, "
+                       "held %u, failed %u\n",
+                    rep.pushed, rep.deleted, rep.conflicts, rep.refused, rep.held, rep.failed);
+        if (st.missing_content)
+            fprintf(f, "  not cached yet  %llu\n", (unsigned long long)st.missing_content);
+        for (size_t i = 0; i < n_rf; i++)
+            fprintf(f, "  refused         %s (%s); kept locally, retried once it changes\n",
+                    rf[i].path, rf[i].why);
+        for (size_t i = 0; i < n_cf; i++) {
+            char at[64];
+            fmt_time(cf[i].at_ns / 1000000000LL, at, sizeof(at));
+            fprintf(f, "  conflict %-6lld %s at %s: the store's version won; print the local "
+                       "one with: memstorefs conflicts show %lld --cache-dir %s\n",
+                    (long long)cf[i].id, cf[i].path, at, (long long)cf[i].id, d->cache_dir);
+        }
+    }
+    cache_refused_free(rf, n_rf);
+    cache_conflicts_free(cf, n_cf);
+}
+
+void status_serve(struct daemon *d, int fd, bool json)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f) {
+        for (size_t i = 0; i < d->n; i++)
+            if (!d->stores[i].gone)
+                one_store(d, &d->stores[i], f, json);
+        fputs("ok\n", f);
+        fclose(f);
+    }
+    for (size_t off = 0; text && off < len;) {
+        ssize_t w = send(fd, text + off, len - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    free(text);
+}

@@ -54,7 +54,8 @@ echo "memstored: $URL (store $STORE, API key demo-key)"
 
 export ANTHROPIC_API_KEY=demo-key ANTHROPIC_BASE_URL=$URL
 MNT=$DEMO/mnt/demo-memory
-"$MFS" mount --store "$STORE:$MNT" --cache-dir "$DEMO/cache" --log-file "$DEMO/memstorefs.log"
+"$MFS" mount --store "$STORE:$MNT" --cache-dir "$DEMO/cache" --log-file "$DEMO/memstorefs.log" \
+  --sync-interval 5
 
 echo
 echo "\$ ls -la $MNT"
@@ -69,6 +70,26 @@ echo
 echo "\$ cat $MNT/.anthropic-memory-store"
 cat "$MNT/.anthropic-memory-store"
 echo
+echo
+echo "\$ echo '- [x] edited through the mount' >> $MNT/notes/todo.md"
+echo '- [x] edited through the mount' >>"$MNT/notes/todo.md"
+API=(-s -H 'x-api-key: demo-key' -H 'anthropic-beta: agent-memory-2026-07-22')
+echo "(waiting for the next sync, at most 5 s...)"
+ID=""
+for _ in $(seq 40); do
+  ID=$(curl "${API[@]}" "$URL/v1/memory_stores/$STORE/memories?path_prefix=/notes/" |
+    python3 -c 'import json,sys
+for m in json.load(sys.stdin)["data"]:
+    if m.get("path") == "/notes/todo.md": print(m["id"])')
+  if [ -n "$ID" ] && curl "${API[@]}" "$URL/v1/memory_stores/$STORE/memories/$ID" |
+      grep -q 'edited through the mount'; then
+    break
+  fi
+  sleep 0.5
+done
+echo "\$ curl ... $URL/v1/memory_stores/$STORE/memories/$ID   (the store's copy, read back)"
+curl "${API[@]}" "$URL/v1/memory_stores/$STORE/memories/$ID" |
+  python3 -c 'import json,sys; m=json.load(sys.stdin); print("path:", m["path"]); print("content_sha256:", m["content_sha256"]); print(m["content"], end="")'
 echo
 echo "The demo store is mounted at $MNT (log: $DEMO/memstorefs.log)."
 echo "Read it through the API:  curl -s -H 'x-api-key: demo-key' -H 'anthropic-beta: agent-memory-2026-07-22' '$URL/v1/memory_stores/$STORE/memories?depth=1'"

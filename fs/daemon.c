@@ -707,6 +707,7 @@ int daemon_mount(struct mount_opts *o)
         if (!s->marker)
             goto out;
         s->marker_len = strlen(s->marker);
+        clock_gettime(CLOCK_REALTIME, &s->mounted_at);
     }
     if (setup_stores(o) != 0)
         goto out;

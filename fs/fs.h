@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 struct cache;
 struct syncer;
@@ -21,6 +22,7 @@ struct fs_store {
     bool read_only;
     uint64_t root;          /* cache row of the root directory */
     char *marker;           /* marker file bytes */
+    struct timespec mounted_at; /* the marker's times */
     size_t marker_len;
     uid_t uid;
     gid_t gid;

@@ -74,6 +74,7 @@ static void marker_attr(const struct fs_store *s, struct stat *st)
     st->st_gid = s->gid;
     st->st_blksize = 4096;
     st->st_blocks = 1;
+    st->st_mtim = st->st_ctim = st->st_atim = s->mounted_at;
 }
 
 int ops_getnode(struct fs_store *s, uint64_t row, struct cnode *n)

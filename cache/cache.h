@@ -120,6 +120,13 @@ struct cache_store_stats {
 };
 int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *st);
 
+/* Every store the cache holds (mounted now or not). *out is malloc'd. */
+struct cache_store {
+    char id[CACHE_ID_MAX];
+    bool read_only;
+};
+int cache_stores(struct cache *c, struct cache_store **out, size_t *n);
+
 /* Files of the store whose content bytes are not in the cache. */
 struct cache_missing {
     char memory_id[CACHE_ID_MAX];

@@ -288,3 +288,43 @@ out:
     }
     return rc;
 }
+
+int cache_stores(struct cache *c, struct cache_store **out, size_t *n)
+{
+    sqlite3_stmt *st;
+    size_t cap = 0;
+    *out = NULL;
+    *n = 0;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT id, read_only FROM stores ORDER BY id", &st);
+    if (rc)
+        goto out;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            struct cache_store *v = realloc(*out, ncap * sizeof(*v));
+            if (!v) {
+                rc = -ENOMEM;
+                break;
+            }
+            *out = v;
+            cap = ncap;
+        }
+        copy_text((*out)[*n].id, CACHE_ID_MAX, st, 0);
+        (*out)[*n].read_only = sqlite3_column_int(st, 1) != 0;
+        (*n)++;
+    }
+    if (rc == SQLITE_DONE)
+        rc = 0;
+    else if (rc > 0)
+        rc = db_fail(c, rc, "list stores");
+    sqlite3_finalize(st);
+out:
+    db_unlock(c);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}

@@ -35,6 +35,8 @@ int daemon_mount(struct mount_opts *o);
 /* control.c: the unmount and status commands; return exit statuses. */
 int control_unmount(int argc, char **argv);
 int control_status(int argc, char **argv);
+/* flush.c: the flush command. */
+int flush_main(int argc, char **argv);
 /* conflicts.c: the conflicts command. */
 int conflicts_main(int argc, char **argv);
 

@@ -14,6 +14,7 @@ static const char help[] =
     "  memstorefs unmount PATH... | --all\n"
     "  memstorefs status [--json]\n"
     "  memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n"
+    "  memstorefs flush [--cache-dir DIR] [--store ID]... [--sync-deletions MODE]\n"
     "  memstorefs --help | --version\n"
     "\n"
     "mount options:\n"
@@ -64,6 +65,8 @@ int main(int argc, char **argv)
         return control_unmount(argc - 1, argv + 1);
     if (strcmp(cmd, "status") == 0)
         return control_status(argc - 1, argv + 1);
+    if (strcmp(cmd, "flush") == 0)
+        return flush_main(argc - 1, argv + 1);
     if (strcmp(cmd, "conflicts") == 0)
         return conflicts_main(argc - 1, argv + 1);
     fprintf(stderr, "memstorefs: unknown command '%s'\nTry 'memstorefs --help'.\n", cmd);

@@ -4,7 +4,7 @@ target_compile_definitions(mfs_testsupport PUBLIC
     MEMSTOREFS_BIN="$<TARGET_FILE:memstorefs>")
 add_dependencies(mfs_testsupport memstorefs)
 
-foreach(area read lifecycle refresh)
+foreach(area read lifecycle refresh flush)
   mfs_add_test(test_mount_${area} test_mount_${area}.c TIMEOUT 300 LABELS mount)
 endforeach()
 foreach(area write write_ro write_durable)

@@ -200,11 +200,6 @@ int cache_open(const char *dir, struct cache **out)
         rc = db_exec(c, schema);
     if (rc)
         goto fail;
-    /* Unlinked nodes were kept only while the kernel referenced them; no
-     * kernel references survive a restart. */
-    rc = db_exec(c, "DELETE FROM nodes WHERE unlinked = 1");
-    if (rc)
-        goto fail;
     free(file);
     *out = c;
     return 0;

@@ -91,6 +91,19 @@ int cache_store_attach(struct cache *c, const char *store_id, bool read_only, ui
     if (sqlite3_step(st) == SQLITE_ROW) {
         *root_ino = (uint64_t)sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
+        /* Unlinked nodes were kept only while a kernel referenced them; no
+         * kernel references a store that is being attached (its host lock
+         * is held), while other stores of a shared cache directory may be
+         * mounted by another daemon: only this store's are dropped. */
+        rc = db_prepare(c, "DELETE FROM nodes WHERE store = ? AND unlinked = 1", &st);
+        if (rc)
+            goto out;
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
+            rc = db_fail(c, rc, "drop unlinked nodes");
+            goto out;
+        }
+        sqlite3_finalize(st);
         st = NULL;
         rc = db_prepare(c, "UPDATE stores SET read_only = ? WHERE id = ?", &st);
         if (rc)

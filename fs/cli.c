@@ -89,6 +89,16 @@ static int add_store(struct mount_opts *o, const char *arg)
         free(id);
         return usage_error("%s", "out of memory");
     }
+    for (const char *c = id; *c; c++) {
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '_' || *c == '-')) {
+            free(path);
+            int rc = usage_error("--store: '%s' is not a memory store id (letters, digits, '_' "
+                                 "and '-' only)", id);
+            free(id);
+            return rc;
+        }
+    }
     bool ro = false;
     size_t n = strlen(path);
     if (n > 3 && (strcmp(path + n - 3, ":ro") == 0 || strcmp(path + n - 3, ":rw") == 0)) {

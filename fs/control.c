@@ -178,6 +178,9 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
     for (int i = info->n_created; i-- > 0;)
         rmdir(info->created[i]);
     unlink(file);
+    char sock[4200];
+    if (info->pid > 0 && rt_sock_path(info->pid, sock, sizeof(sock)) == 0)
+        unlink(sock); /* the dead daemon's control socket */
     if (rc)
         fprintf(stderr, "memstorefs: cannot detach the dead mount at %s\n", info->mount_path);
     else

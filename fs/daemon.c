@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +40,7 @@
 #include "fs.h"
 #include "http.h"
 #include "log.h"
+#include "mountdir.h"
 #include "rules.h"
 #include "runtime.h"
 #include "session.h"
@@ -62,168 +62,6 @@ static void fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap
     if (n && msg[n - 1] == '\n')
         msg[n - 1] = '\0';
     log_event(lvl, msg, "source", "libfuse", NULL);
-}
-
-/* A mount path must be absolute and clean: no empty, "." or ".." part and
- * no trailing slash (the root itself is refused too). */
-static bool clean_absolute(const char *p)
-{
-    if (!p || p[0] != '/' || !p[1])
-        return false;
-    for (const char *s = p + 1;;) {
-        const char *e = strchr(s, '/');
-        size_t n = e ? (size_t)(e - s) : strlen(s);
-        if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
-            return false;
-        if (!e)
-            return true;
-        s = e + 1;
-    }
-}
-
-static bool nested(const char *a, const char *b)
-{
-    size_t n = strlen(a);
-    return strncmp(a, b, n) == 0 && (b[n] == '/' || b[n] == '\0');
-}
-
-static int check_paths(const struct mount_opts *o)
-{
-    for (size_t i = 0; i < o->n_stores; i++) {
-        const struct session_store *s = &o->stores[i];
-        if (!clean_absolute(s->mount_path)) {
-            fprintf(stderr, "memstorefs: memory store mount_path is not a clean absolute path: "
-                            "\"%s\" (memory_store_id=%s)\n", s->mount_path, s->id);
-            return -EINVAL;
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(o->stores[j].id, s->id) == 0) {
-                fprintf(stderr, "memstorefs: memory store %s is listed twice\n", s->id);
-                return -EINVAL;
-            }
-            if (nested(o->stores[j].mount_path, s->mount_path) ||
-                nested(s->mount_path, o->stores[j].mount_path)) {
-                fprintf(stderr, "memstorefs: the mount paths %s (memory_store_id=%s) and %s "
-                                "(memory_store_id=%s) overlap\n", o->stores[j].mount_path,
-                        o->stores[j].id, s->mount_path, s->id);
-                return -EINVAL;
-            }
-        }
-    }
-    for (size_t i = 0; i < o->n_stores; i++) {
-        const struct session_store *s = &o->stores[i];
-        struct stat st;
-        int err = lstat(s->mount_path, &st) == 0 ? 0 : errno;
-        if (err == ENOENT || err == ENOTDIR)
-            continue; /* mkdir says more when a file is in the way */
-        if (err == 0 || err == ENOTCONN) {
-            fprintf(stderr, "memstorefs: something already exists at the memory store's path: "
-                            "%s (memory_store_id=%s); it must not exist when the session "
-                            "starts%s\n", s->mount_path, s->id,
-                    err == ENOTCONN || (err == 0 && rt_is_dead_mount(s->mount_path))
-                        ? " (a dead mount left by a killed memstorefs: run 'memstorefs unmount "
-                          "PATH' to clean it up)"
-                        : "");
-            return -EEXIST;
-        }
-        fprintf(stderr, "memstorefs: cannot check the memory store's path %s "
-                        "(memory_store_id=%s): %s\n", s->mount_path, s->id, strerror(err));
-        return -err;
-    }
-    return 0;
-}
-
-static const char *user_name(uid_t uid)
-{
-    struct passwd *pw = getpwuid(uid);
-    return pw ? pw->pw_name : "?";
-}
-
-/* mkdir -p, recording each directory created (parents first). */
-static int make_mount_dir(struct fs_store *s, struct rt_lockinfo *info)
-{
-    char *p = strdup(s->mount_path);
-    if (!p)
-        return -ENOMEM;
-    int rc = 0;
-    for (char *c = p + 1;; c++) {
-        if (*c != '/' && *c != '\0')
-            continue;
-        char save = *c;
-        *c = '\0';
-        if (mkdir(p, 0755) == 0) {
-            char **v = realloc(s->created_dirs, (s->n_created + 1) * sizeof(*v));
-            char *dup = strdup(p);
-            if (!v || !dup) {
-                free(dup);
-                if (v)
-                    s->created_dirs = v;
-                rmdir(p);
-                rc = -ENOMEM;
-                break;
-            }
-            s->created_dirs = v;
-            s->created_dirs[s->n_created++] = dup;
-            if (info->n_created < 8)
-                snprintf(info->created[info->n_created++], sizeof(info->created[0]), "%s", p);
-        } else if (errno != EEXIST) {
-            rc = -errno;
-            fprintf(stderr, "memstorefs: cannot create the memory store's folder: %s "
-                            "(memory_store_id=%s): %s; the parent directory must be writable "
-                            "by user %s (uid %u)\n", s->mount_path, s->id, strerror(errno),
-                    user_name(geteuid()), (unsigned)geteuid());
-            break;
-        }
-        *c = save;
-        if (!save)
-            break;
-    }
-    free(p);
-    if (!rc && s->uid != geteuid())
-        (void)!chown(s->mount_path, s->uid, s->gid);
-    return rc;
-}
-
-/* Directories a gone store created that still held another store's mount
- * (a shared parent such as /mnt/memory); retried after each teardown. */
-static char *leftover[64];
-static size_t n_leftover;
-
-static void retry_leftovers(void)
-{
-    /* Deepest first: a longer path cannot be an ancestor of a shorter one. */
-    for (bool progress = true; progress;) {
-        progress = false;
-        for (size_t i = 0; i < n_leftover; i++) {
-            if (rmdir(leftover[i]) == 0 || errno == ENOENT) {
-                free(leftover[i]);
-                leftover[i] = leftover[--n_leftover];
-                progress = true;
-                break;
-            }
-        }
-    }
-}
-
-static void remove_created_dirs(struct fs_store *s)
-{
-    for (size_t i = s->n_created; i-- > 0;) {
-        if (rmdir(s->created_dirs[i]) == 0 || errno == ENOENT) {
-            free(s->created_dirs[i]);
-        } else if (errno == ENOTEMPTY && n_leftover < 64) {
-            leftover[n_leftover++] = s->created_dirs[i];
-        } else {
-            log_warn("failed to remove the memory store folder", "memory_store_id", s->id,
-                     "path", s->created_dirs[i], "error", strerror(errno));
-            free(s->created_dirs[i]);
-        }
-    }
-    if (s->n_created)
-        log_info("removed memory store dir", "memory_store_id", s->id, "path", s->mount_path);
-    free(s->created_dirs);
-    s->created_dirs = NULL;
-    s->n_created = 0;
-    retry_leftovers();
 }
 
 static void *loop_main(void *arg)
@@ -295,7 +133,7 @@ void daemon_teardown_store(struct fs_store *s)
         s->se = NULL;
         log_info("unmounted memory store", "memory_store_id", s->id, "path", s->mount_path);
     }
-    remove_created_dirs(s);
+    mountdir_remove(s);
     rt_unlock_store(s->lock_fd, s->lock_file);
     s->lock_fd = -1;
     free(s->lock_file);
@@ -390,13 +228,7 @@ static void teardown_all(bool flush)
 
 static void free_all(void)
 {
-    for (size_t i = 0; i < n_leftover; i++) {
-        if (rmdir(leftover[i]) != 0)
-            log_warn("failed to remove the memory store folder", "path", leftover[i], "error",
-                     strerror(errno));
-        free(leftover[i]);
-    }
-    n_leftover = 0;
+    mountdir_finish();
     syncer_free(&D.sync);
     if (D.sync)
         return; /* its thread would not stop: the process exits with it alive */
@@ -453,7 +285,7 @@ static int setup_stores(struct mount_opts *o)
                     strerror(-rc));
             return rc;
         }
-        if ((rc = make_mount_dir(s, &info)))
+        if ((rc = mountdir_make(s, &info)))
             return rc;
         rt_lock_update(s->lock_fd, &info);
     }
@@ -641,7 +473,7 @@ int daemon_mount(struct mount_opts *o)
         fprintf(stderr, "memstorefs: cannot mount the session's memory stores: %s\n", why);
         return 1;
     }
-    if (check_paths(o) != 0)
+    if (mountdir_check(o) != 0)
         goto out_cred;
 
     if (!o->foreground) {

@@ -1,0 +1,20 @@
+/* mountdir.h - mount directories: checks, creation, removal (mountdir.c). */
+#ifndef MFS_MOUNTDIR_H
+#define MFS_MOUNTDIR_H
+
+#include "cli.h"
+#include "fs.h"
+#include "runtime.h"
+
+/* Refuses (0 or a negative errno, the reason printed on stderr) a session
+ * whose mount paths are not clean and absolute, overlap, or exist. */
+int mountdir_check(const struct mount_opts *o);
+/* mkdir -p of s->mount_path, recording the directories created in s and
+ * in info (for the lock file). */
+int mountdir_make(struct fs_store *s, struct rt_lockinfo *info);
+/* Removes what mountdir_make created for s. */
+void mountdir_remove(struct fs_store *s);
+/* At exit: removes shared parents still waiting for their last store. */
+void mountdir_finish(void);
+
+#endif

@@ -15,6 +15,21 @@
 #include "cache.h"
 #include "cli.h"
 
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
 static int list(struct cache *c, bool json)
 {
     struct cache_conflict *v = NULL;
@@ -32,12 +47,12 @@ static int list(struct cache *c, bool json)
         time_t t = (time_t)(v[i].at_ns / 1000000000LL);
         gmtime_r(&t, &tm);
         strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
-        if (json)
-            printf("{\"id\":%lld,\"path\":\"%s\",\"memory_id\":\"%s\",\"local_sha256\":\"%s\","
-                   "\"remote_sha256\":\"%s\",\"at\":\"%s\"}\n",
-                   (long long)v[i].id, v[i].path, v[i].memory_id, v[i].local_sha,
-                   v[i].remote_sha, at);
-        else
+        if (json) {
+            printf("{\"id\":%lld,\"path\":", (long long)v[i].id);
+            json_str(v[i].path);
+            printf(",\"memory_id\":\"%s\",\"local_sha256\":\"%s\",\"remote_sha256\":\"%s\","
+                   "\"at\":\"%s\"}\n", v[i].memory_id, v[i].local_sha, v[i].remote_sha, at);
+        } else
             printf("%-6lld %s  %s  %s\n", (long long)v[i].id, at, v[i].path,
                    v[i].memory_id[0] ? v[i].memory_id : "(new file)");
     }

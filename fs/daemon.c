@@ -190,12 +190,17 @@ static void final_sync(struct fs_store **v, size_t n, FILE *report)
         unsigned long long left = st.dirty + st.tombstones, refused = st.refused;
         if (!left && !refused)
             continue;
-        char msg[1024];
-        snprintf(msg, sizeof(msg), "memory store %s: %llu local change%s not pushed%s%llu file%s "
-                 "refused by the server; they stay in the cache (%s) and the next mount of this "
-                 "store with the same --cache-dir pushes the changes",
-                 v[i]->id, left, left == 1 ? "" : "s", refused ? ", " : " and ", refused,
-                 refused == 1 ? "" : "s", D.cache_dir);
+        char msg[1024], parts[256] = "";
+        if (left)
+            snprintf(parts, sizeof(parts), "%llu local change%s not pushed", left,
+                     left == 1 ? "" : "s");
+        if (refused)
+            snprintf(parts + strlen(parts), sizeof(parts) - strlen(parts),
+                     "%s%llu file%s refused by the server", left ? ", " : "", refused,
+                     refused == 1 ? "" : "s");
+        snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s) and the "
+                 "next mount of this store with the same --cache-dir, or memstorefs flush, "
+                 "pushes the changes", v[i]->id, parts, D.cache_dir);
         log_warn("memory flush left changes unpushed", "memory_store_id", v[i]->id, "path",
                  v[i]->mount_path, "unpushed", msg);
         if (report)
@@ -415,9 +420,9 @@ static void main_loop(int sig_fd)
             for (size_t i = 0; i < D.n; i++) {
                 struct fs_store *s = &D.stores[i];
                 if (!s->gone && __atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
-                    log_info("memory store was unmounted from outside; cleaning up",
-                             "memory_store_id", s->id, "path", s->mount_path);
-                    daemon_teardown_store(s);
+                    log_info("memory store was unmounted from outside; final sync, then "
+                             "cleaning up", "memory_store_id", s->id, "path", s->mount_path);
+                    daemon_unmount(&s, 1, NULL);
                 }
             }
         }

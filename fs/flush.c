@@ -37,6 +37,13 @@ static int flush_store(struct cache *c, struct http_client *h, const struct cach
         printf("%s: nothing to push\n", cs->id);
         return 0;
     }
+    if (rt_is_dead_store(cs->id, NULL, 0)) {
+        char path[4096] = "";
+        rt_is_dead_store(cs->id, path, sizeof(path));
+        printf("%s: its mount at %s died with its daemon; run 'memstorefs unmount %s' first\n",
+               cs->id, path, path);
+        return -EBUSY;
+    }
     struct rt_lockinfo info = {0}, other = {0};
     info.pid = getpid();
     snprintf(info.store_id, sizeof(info.store_id), "%s", cs->id);
@@ -139,6 +146,16 @@ int flush_main(int argc, char **argv)
     if (!h || cache_stores(c, &v, &n) != 0) {
         fprintf(stderr, "memstorefs flush: cannot start: %s\n", strerror(errno));
         status = 1;
+    }
+    for (size_t k = 0; h && k < n_ids; k++) {
+        bool known = false;
+        for (size_t i = 0; i < n; i++)
+            known = known || strcmp(v[i].id, ids[k]) == 0;
+        if (!known) {
+            fprintf(stderr, "memstorefs flush: the cache at %s holds no memory store %s\n", dir,
+                    ids[k]);
+            status = 1;
+        }
     }
     for (size_t i = 0; h && i < n; i++)
         if (wanted(ids, n_ids, v[i].id) && flush_store(c, h, &v[i], del) != 0)

@@ -209,3 +209,29 @@ bool rt_is_dead_mount(const char *mount_path)
     rt_each_lock(match_dead, &d);
     return d.dead;
 }
+
+struct dead_store_ctx {
+    const char *id;
+    char *path;
+    size_t len;
+    bool dead;
+};
+
+static int match_dead_store(void *arg, const char *file, const struct rt_lockinfo *info,
+                            bool alive)
+{
+    struct dead_store_ctx *d = arg;
+    if (!alive && strcmp(info->store_id, d->id) == 0 && info->mount_path[0] == '/') {
+        d->dead = true;
+        if (d->path)
+            snprintf(d->path, d->len, "%s", info->mount_path);
+    }
+    return 0;
+}
+
+bool rt_is_dead_store(const char *store_id, char *path, size_t len)
+{
+    struct dead_store_ctx d = {store_id, path, len, false};
+    rt_each_lock(match_dead_store, &d);
+    return d.dead;
+}

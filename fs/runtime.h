@@ -39,6 +39,10 @@ int rt_each_lock(rt_lock_fn fn, void *arg);
 /* True when a lock file names mount_path and its daemon is gone. */
 bool rt_is_dead_mount(const char *mount_path);
 
+/* True when the store's lock file records a mount whose daemon is gone;
+ * path (may be NULL) gets that mount path. */
+bool rt_is_dead_store(const char *store_id, char *path, size_t len);
+
 /* The control socket path of daemon pid. */
 int rt_sock_path(pid_t pid, char *buf, size_t len);
 

@@ -66,10 +66,15 @@ Test(mount_flush, pushes_what_a_killed_daemon_left)
     kill(pid, SIGKILL);
     for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
         usleep(100 * 1000);
-    /* The mount is dead; the store is not locked any more: flush pushes. */
+    /* While the dead mount is there, flush says to clean it up first. */
+    int rc = mnt_sh(&E, &out, "$MFS flush --cache-dir \"$CACHE\"");
+    cr_expect_neq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "died with its daemon"), "%s", out);
+    free(out);
+    /* Once it is cleaned up, the store is not locked any more: flush pushes. */
     cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount $MNT/f"), 0, "%s", out);
     free(out);
-    int rc = mnt_sh(&E, &out, "$MFS flush --cache-dir \"$CACHE\"");
+    rc = mnt_sh(&E, &out, "$MFS flush --cache-dir \"$CACHE\"");
     cr_expect_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "pushed 2"), "%s", out);
     free(out);
@@ -110,5 +115,13 @@ Test(mount_flush, bad_arguments_and_missing_cache)
     free(out);
     rc = mnt_sh(&E, &out, "$MFS flush --sync-deletions sometimes");
     cr_expect_eq(rc, 2, "%s", out);
+    free(out);
+    /* A store the cache does not hold is named, not ignored. */
+    rc = mnt_sh(&E, &out, "$MFS mount --store %s:$MNT/x --cache-dir \"$CACHE\" >/dev/null 2>&1; "
+                          "$MFS unmount $MNT/x "
+                          ">/dev/null 2>&1; $MFS flush --cache-dir \"$CACHE\" --store "
+                          "memstore_unknown", store);
+    cr_expect_neq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "holds no memory store memstore_unknown"), "%s", out);
     free(out);
 }

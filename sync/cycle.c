@@ -182,11 +182,14 @@ struct job {
     enum rec_action action;
     uint64_t ino;           /* 0 for a delete */
     char *path;             /* the path sent (create/update), or the tombstone's */
+    char *where;            /* the file's path, for the logs (an update of the
+                             * content alone sends no path) */
     char sha[SHA256_HEX_LEN + 1];     /* the content's hash (a delete: expected) */
     char expect[SHA256_HEX_LEN + 1];  /* update: the precondition */
     char *content;                    /* owned; NULL: keep the content */
     size_t content_len;
     char memory_id[CACHE_ID_MAX];
+    char tomb_id[CACHE_ID_MAX]; /* the tombstone this write takes over, or "" */
 };
 
 struct plan {
@@ -217,6 +220,7 @@ static void plan_free(struct plan *p)
 {
     for (size_t i = 0; i < p->n; i++) {
         free(p->v[i].path);
+        free(p->v[i].where);
         free(p->v[i].content);
     }
     free(p->v);
@@ -234,16 +238,55 @@ static enum rec_deletions mode_of(const struct syncer *s)
     }
 }
 
+/* The tombstones of the store, loaded once per sync. */
+struct tombs {
+    struct cache_tombstone *v;
+    size_t n;
+};
+
+/* A file never synced at the path of a memory deleted locally (rm f; then
+ * a new f) takes that memory over: the pair is one update of the memory,
+ * as an overwrite would be, not a delete racing a create at the same path
+ * (which met the memory still there and threw the new file away as a
+ * conflict).  The tombstone such a file takes over, or NULL. */
+static const struct cache_tombstone *taken_over(const struct tombs *t, const struct cnode *n)
+{
+    if (n->memory_id[0])
+        return NULL;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].base_path && strcmp(t->v[i].base_path, n->path) == 0)
+            return &t->v[i];
+    return NULL;
+}
+
+static bool tomb_taken(const struct files *f, const struct cache_tombstone *t)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (!f->v[i].n.memory_id[0] && t->base_path && strcmp(f->v[i].n.path, t->base_path) == 0)
+            return true;
+    return false;
+}
+
+/* Another local file (renamed away from its baseline path) holds memory id. */
+static bool owned_elsewhere(const struct files *f, const char *id, uint64_t ino)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (f->v[i].n.ino != ino && f->v[i].n.memory_id[0] && strcmp(f->v[i].n.memory_id, id) == 0)
+            return true;
+    return false;
+}
+
 /* Step 2: tombstones. */
 static int plan_tombstones(struct syncer *s, struct sstore *st, const struct remote *r,
-                           struct plan *p, struct syncer_report *rep)
+                           const struct tombs *tb, const struct files *files, struct plan *p,
+                           struct syncer_report *rep)
 {
-    struct cache_tombstone *t = NULL;
-    size_t n = 0;
-    int rc = cache_tombstones(s->c, st->id, &t, &n);
-    if (rc)
-        return rc;
+    const struct cache_tombstone *t = tb->v;
+    size_t n = tb->n;
+    int rc = 0;
     for (size_t i = 0; i < n; i++) {
+        if (tomb_taken(files, &t[i]))
+            continue; /* a new file at its path updates the memory (plan_file) */
         const struct cache_remote *rm = find_id(r, t[i].memory_id);
         struct rec_in in = {
             .memory_id = t[i].memory_id, .base_sha = t[i].base_sha, .base_path = t[i].base_path,
@@ -291,20 +334,27 @@ static int plan_tombstones(struct syncer *s, struct sstore *st, const struct rem
         if (rc)
             break;
     }
-    cache_tombstones_free(t, n);
     return rc;
 }
 
 /* Step 3 for one dirty file. */
 static int plan_file(struct syncer *s, struct sstore *st, const struct remote *r,
-                     struct file *f, struct plan *p, struct syncer_report *rep,
-                     uint64_t **reverted, size_t *n_reverted)
+                     const struct tombs *tb, const struct files *files, struct file *f,
+                     struct plan *p, struct syncer_report *rep, uint64_t **reverted,
+                     size_t *n_reverted)
 {
     const struct cnode *n = &f->n;
-    const struct cache_remote *rm = n->memory_id[0] ? find_id(r, n->memory_id)
-                                                    : find_path(r, n->path);
+    const struct cache_tombstone *tk = taken_over(tb, n);
+    const char *base_id = tk ? tk->memory_id : n->memory_id;
+    const struct cache_remote *rm = base_id[0] ? find_id(r, base_id) : find_path(r, n->path);
+    /* A memory listed at the path of a new file but renamed away locally
+     * frees the path: the rename goes out first (send_writes), then the
+     * create.  Not a conflict. */
+    if (rm && !base_id[0] && owned_elsewhere(files, rm->memory_id, n->ino))
+        rm = NULL;
     struct rec_in in = {
-        .memory_id = n->memory_id, .base_sha = n->base_sha, .base_path = n->base_path,
+        .memory_id = base_id, .base_sha = tk ? tk->base_sha : n->base_sha,
+        .base_path = tk ? tk->base_path : n->base_path,
         .local = REC_L_FILE, .sha = n->sha, .path = n->path, .dirty = true,
         .refused_sha = f->refused_sha, .sent_sha = sent_of(st, n->ino),
         .remote = rm != NULL, .remote_id = rm ? rm->memory_id : NULL,
@@ -340,16 +390,21 @@ static int plan_file(struct syncer *s, struct sstore *st, const struct remote *r
         j->content_len = len;
         snprintf(j->sha, sizeof(j->sha), "%s", update && !o.send_content ? o.base_sha : n->sha);
         j->path = (!update || o.send_path) ? strdup(n->path) : NULL;
-        if ((!update || o.send_path) && !j->path)
+        j->where = strdup(n->path);
+        if (((!update || o.send_path) && !j->path) || !j->where)
             return -ENOMEM;
         if (update) {
             snprintf(j->memory_id, sizeof(j->memory_id), "%s", o.base_id ? o.base_id : "");
             snprintf(j->expect, sizeof(j->expect), "%s", o.expect_sha ? o.expect_sha : "");
         }
+        if (tk)
+            snprintf(j->tomb_id, sizeof(j->tomb_id), "%s", tk->memory_id);
         break;
     }
     case REC_ADOPT:
         rc = cache_mark_synced(s->c, n->ino, rm->memory_id, rm->sha, rm->path);
+        if (!rc && tk)
+            rc = cache_tombstone_drop(s->c, st->id, tk->memory_id);
         break;
     case REC_NOTHING:
         /* Dirty but equal to the baseline (e.g. written back to it). */
@@ -411,19 +466,37 @@ static int plan_file(struct syncer *s, struct sstore *st, const struct remote *r
     return rc;
 }
 
-/* Step 5: send the planned writes and record each result. */
-static void send_writes(struct syncer *s, struct sstore *st, const struct remote *r,
-                        struct plan *p, struct syncer_report *rep)
+/* Writes that free a path (deletes, renames) go out before the rest, so
+ * a create or rename onto a path freed in the same sync does not meet the
+ * old memory still there (a 409 path conflict, retried a sync later). */
+static bool frees_path(const struct job *j)
 {
-    if (!p->n)
+    return j->action == REC_DELETE || (j->action == REC_UPDATE && j->path);
+}
+
+/* Step 5: send the planned writes of one phase (0: those that free paths,
+ * 1: the rest) and record each result. */
+static void send_phase(struct syncer *s, struct sstore *st, const struct remote *r,
+                       struct plan *p, struct syncer_report *rep, int phase)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->n; i++)
+        n += frees_path(&p->v[i]) == (phase == 0);
+    if (!n)
         return;
-    struct api_write *w = calloc(p->n, sizeof(*w));
-    if (!w) {
-        rep->failed += (unsigned)p->n;
+    struct api_write *w = calloc(n, sizeof(*w));
+    const struct job **jv = calloc(n, sizeof(*jv));
+    if (!w || !jv) {
+        free(w);
+        free(jv);
+        rep->failed += (unsigned)n;
         return;
     }
-    for (size_t i = 0; i < p->n; i++) {
-        const struct job *j = &p->v[i];
+    for (size_t i = 0, k = 0; i < p->n; i++)
+        if (frees_path(&p->v[i]) == (phase == 0))
+            jv[k++] = &p->v[i];
+    for (size_t i = 0; i < n; i++) {
+        const struct job *j = jv[i];
         switch (j->action) {
         case REC_DELETE:
             w[i] = (struct api_write){.op = API_WRITE_DELETE, .memory_id = j->memory_id,
@@ -443,10 +516,10 @@ static void send_writes(struct syncer *s, struct sstore *st, const struct remote
         if (j->ino)
             sent_set(st, j->ino, j->sha); /* settled below, or by the next listing */
     }
-    api_memories_write(s->h, st->id, w, p->n);
+    api_memories_write(s->h, st->id, w, n);
 
-    for (size_t i = 0; i < p->n; i++) {
-        const struct job *j = &p->v[i];
+    for (size_t i = 0; i < n; i++) {
+        const struct job *j = jv[i];
         const struct cache_remote *named =
             w[i].err == -EEXIST ? find_id(r, w[i].e.conflicting_memory_id) : NULL;
         struct rec_write rw = {
@@ -457,7 +530,7 @@ static void send_writes(struct syncer *s, struct sstore *st, const struct remote
         };
         struct rec_result res;
         rec_classify(&rw, &res);
-        const char *path = j->path ? j->path : (w[i].mem.path ? w[i].mem.path : "");
+        const char *path = j->where ? j->where : j->path ? j->path : "";
         if (res.msg) {
             char err[32];
             snprintf(err, sizeof(err), "%d", w[i].err);
@@ -475,6 +548,8 @@ static void send_writes(struct syncer *s, struct sstore *st, const struct remote
                 rep->deleted++;
             } else {
                 cache_mark_synced(s->c, j->ino, w[i].mem.id, w[i].mem.sha, w[i].mem.path);
+                if (j->tomb_id[0]) /* the memory it took over is this one now */
+                    cache_tombstone_drop(s->c, st->id, j->tomb_id);
                 rep->pushed++;
             }
             break;
@@ -494,6 +569,8 @@ static void send_writes(struct syncer *s, struct sstore *st, const struct remote
             break;
         case REC_FU_RECREATE:
             cache_forget_base(s->c, j->ino);
+            if (j->tomb_id[0]) /* its memory is gone remotely */
+                cache_tombstone_drop(s->c, st->id, j->tomb_id);
             rep->failed++;
             break;
         case REC_FU_REFUSED: {
@@ -509,9 +586,17 @@ static void send_writes(struct syncer *s, struct sstore *st, const struct remote
             break;
         }
     }
-    for (size_t i = 0; i < p->n; i++)
+    for (size_t i = 0; i < n; i++)
         api_write_clear(&w[i]);
     free(w);
+    free(jv);
+}
+
+static void send_writes(struct syncer *s, struct sstore *st, const struct remote *r,
+                        struct plan *p, struct syncer_report *rep)
+{
+    send_phase(s, st, r, p, rep, 0);
+    send_phase(s, st, r, p, rep, 1);
 }
 
 int cycle_run(struct syncer *s, int idx, char *why, size_t whylen)
@@ -526,6 +611,7 @@ int cycle_run(struct syncer *s, int idx, char *why, size_t whylen)
     uint64_t *reverted = NULL;
     size_t n_reverted = 0;
     struct remote r = {0};
+    struct tombs tombs = {0};
 
     pthread_mutex_lock(&st->cycle_lock);
     int rc = engine_list(s, st, &list, &rl, &nr, why, whylen);
@@ -545,13 +631,19 @@ int cycle_run(struct syncer *s, int idx, char *why, size_t whylen)
     struct cache_store_stats cs;
     if ((rc = cache_store_stats(s->c, st->id, &cs)))
         goto fail;
-    plan.limit = rec_delete_cap(cs.files);
-    if ((rc = plan_tombstones(s, st, &r, &plan, &rep)))
-        goto fail;
+    /* The cap is a share of the store's baseline (D.6), which still counts
+     * the memories deleted locally: live files alone would shrink the cap
+     * with every rm (40 memories, 20 removed: 8 instead of 10). */
+    plan.limit = rec_delete_cap(cs.files + cs.tombstones);
     if ((rc = cache_dirty_files(s->c, st->id, collect, &files)))
         goto fail;
+    if ((rc = cache_tombstones(s->c, st->id, &tombs.v, &tombs.n)))
+        goto fail;
+    if ((rc = plan_tombstones(s, st, &r, &tombs, &files, &plan, &rep)))
+        goto fail;
     for (size_t i = 0; i < files.n && !rc; i++)
-        rc = plan_file(s, st, &r, &files.v[i], &plan, &rep, &reverted, &n_reverted);
+        rc = plan_file(s, st, &r, &tombs, &files, &files.v[i], &plan, &rep, &reverted,
+                       &n_reverted);
     if (rc)
         goto fail;
     if ((rc = engine_apply(s, st, rl, nr, why, whylen)))
@@ -584,6 +676,7 @@ out:
     pthread_mutex_unlock(&st->cycle_lock);
     plan_free(&plan);
     files_free(&files);
+    cache_tombstones_free(tombs.v, tombs.n);
     free(reverted);
     free(r.by_id);
     free(rl);

@@ -11,3 +11,8 @@ foreach(area write write_ro write_durable)
   mfs_add_test(test_mount_${area} test_mount_${area}.c TIMEOUT 300 LABELS mount
                LIBS PkgConfig::SQLITE3)
 endforeach()
+# Sync back (issue 5): each binary links the shared helpers of test_mount_sync.h.
+foreach(area push conflict delete faults refused unmount ro)
+  mfs_add_test(test_mount_sync_${area} test_mount_sync_${area}.c test_mount_sync_util.c
+               TIMEOUT 300 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)
+endforeach()

@@ -1,0 +1,150 @@
+/* test_mount_sync_conflict.c - the store wins: a memory edited both
+ * locally and remotely between two syncs ends with the remote content in
+ * the mount, a warning naming the path in the log, and the lost local
+ * bytes kept in the cache as a conflict record that can be read back; a
+ * memory deleted remotely but edited locally is re-created from the file. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "reconcile.h"
+#include "test_mount_sync.h"
+
+static const char *const seed[] = {
+    "/c.md", "base\n",
+    "/notes/r.md", "will be deleted remotely\n",
+    "/other.md", "untouched\n",
+    NULL,
+};
+
+static void setup(void)
+{
+    sy_start(seed);
+    sy_mount(false, "");
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_sync_conflict, .init = setup, .fini = teardown, .timeout = 90);
+
+Test(mount_sync_conflict, both_changed_the_store_wins_and_the_local_bytes_are_kept)
+{
+    char *id = sy_id("/c.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    /* Both edits land between two syncs. */
+    cr_assert_eq(sy_run(NULL, "printf 'local edit\\n' > c.md"), 0);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote edit\\n\"}"), 200);
+
+    cr_assert(mnt_wait_sh(&E, WITHIN, "test \"$(cat '%s/c.md')\" = 'remote edit'", mnt),
+              "the mount does not show the remote version");
+    char *out = NULL;
+    sy_run(&out, "cat c.md");
+    cr_expect_str_eq(out, "remote edit\n");
+    free(out);
+    cr_expect(sy_wait_log(REC_MSG_BOTH_CHANGED, "path=/c.md", 1, WITHIN),
+              "no warning naming the path in the log");
+    cr_expect_eq(sy_log_count(REC_MSG_BOTH_CHANGED, "level=warn"), 1,
+                 "the conflict is not one warning");
+
+    /* The server kept the remote edit: no push of the losing local one. */
+    char *c = sy_content("/c.md");
+    cr_expect_str_eq(c ? c : "(none)", "remote edit\n");
+    free(c);
+    cr_expect_eq(sy_count_versions(id, "modified"), 1, "the local edit reached the store");
+
+    /* The conflict record, with the lost bytes readable. */
+    char *n = sy_q("SELECT count(*) FROM conflicts WHERE path = '/c.md'");
+    cr_expect_str_eq(n, "1", "no conflict record for /c.md");
+    free(n);
+    char *lost = sy_q("SELECT CAST(b.data AS TEXT) FROM conflicts k JOIN blobs b"
+                      " ON b.sha = k.local_sha WHERE k.path = '/c.md'");
+    cr_expect_str_eq(lost, "local edit\n", "the lost local content is not kept");
+    free(lost);
+    char *rsha = sy_q("SELECT remote_sha || ' ' || memory_id FROM conflicts WHERE path = '/c.md'");
+    char want[300];
+    snprintf(want, sizeof(want), "%s %s", t_sha("remote edit\n"), id);
+    cr_expect_str_eq(rsha, want, "the record names another memory or remote version");
+    free(rsha);
+
+    /* The file is clean again: the next syncs push nothing. */
+    cr_expect(sy_wait_clean(WITHIN), "the file stays pending");
+    sy_after_sync();
+    cr_expect_eq(sy_count_versions(id, NULL), 2, "a later sync wrote to the memory");
+
+    /* `memstorefs conflicts` lists it and prints the lost content. */
+    if (mnt_sh(&E, NULL, "$MFS --help | grep -q 'memstorefs conflicts'") == 0) {
+        cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts --cache-dir \"$CACHE\""), 0, "%s", out);
+        cr_expect(strstr(out, "/c.md") != NULL, "conflicts does not list /c.md: %s", out);
+        free(out);
+        char *kid = sy_q("SELECT id FROM conflicts WHERE path = '/c.md'");
+        cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts show %s --cache-dir \"$CACHE\"", kid), 0,
+                     "%s", out);
+        cr_expect_str_eq(out, "local edit\n", "conflicts show does not print the lost bytes");
+        free(out);
+        free(kid);
+    }
+    free(id);
+}
+
+Test(mount_sync_conflict, deleted_remotely_edited_locally_is_created_again)
+{
+    char *id = sy_id("/notes/r.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "printf 'edited here\\n' >> notes/r.md"), 0);
+    cr_assert_eq(sy_remote_delete(id), 200);
+
+    const char *const want[] = {
+        "/c.md", "base\n", "/other.md", "untouched\n",
+        "/notes/r.md", "will be deleted remotely\nedited here\n", NULL,
+    };
+    char *last = NULL;
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    cr_assert(ok, "the edited file was not created again: %s", last);
+    free(last);
+    char *nid = sy_id("/notes/r.md");
+    cr_expect(nid && strcmp(nid, id) != 0, "the deleted memory came back with its id");
+    free(nid);
+    char *out = NULL;
+    sy_run(&out, "cat notes/r.md");
+    cr_expect_str_eq(out, "will be deleted remotely\nedited here\n", "the local edit was lost");
+    free(out);
+    cr_expect(sy_wait_log(REC_MSG_RECREATE, "path=/notes/r.md", 1, WITHIN),
+              "no log line for the re-creation");
+    cr_expect(sy_wait_clean(WITHIN), "the file stays pending");
+    char *n = sy_q("SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(n, "0", "a conflict was recorded");
+    free(n);
+    free(id);
+}
+
+Test(mount_sync_conflict, a_local_rename_against_a_remote_edit_loses)
+{
+    char *id = sy_id("/other.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "mv other.md renamed.md"), 0);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"changed remotely\\n\"}"), 200);
+
+    cr_assert(mnt_wait_sh(&E, WITHIN, "test \"$(cat '%s/other.md' 2>/dev/null)\" = "
+                                      "'changed remotely' && ! test -e '%s/renamed.md'", mnt, mnt),
+              "the remote version did not win");
+    const char *const want[] = {
+        "/c.md", "base\n", "/notes/r.md", "will be deleted remotely\n",
+        "/other.md", "changed remotely\n", NULL,
+    };
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, 2, &last), "the store changed: %s", last);
+    free(last);
+    cr_expect(sy_log_count(REC_MSG_BOTH_CHANGED, "path=/renamed.md") +
+                  sy_log_count(REC_MSG_BOTH_CHANGED, "path=/other.md") >= 1,
+              "no warning");
+    cr_expect(sy_wait_clean(WITHIN), "pending changes remain");
+    free(id);
+}

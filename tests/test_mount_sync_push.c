@@ -1,0 +1,253 @@
+/* test_mount_sync_push.c - every kind of local change made through the
+ * mount reaches the store within about one sync interval, with the right
+ * paths, contents and hashes, and renames keep the memory's identity;
+ * editors' saves (sed -i, mv tmp target, vim's write-fsync-rename) are one
+ * `modified` version of the target's memory and no temp path ever exists
+ * on the server. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+static const char *const seed[] = {
+    "/keep.md", "unchanged\n",
+    "/app.md", "first\n",
+    "/over.md", "old content\n",
+    "/trunc.md", "0123456789\n",
+    "/empty.md", "will be emptied\n",
+    "/mv/src.md", "moving\n",
+    "/dir/x.md", "x\n",
+    "/dir/sub/y.md", "y\n",
+    "/del.md", "doomed\n",
+    "/rmr/a.md", "a\n",
+    "/rmr/b/c.md", "c\n",
+    "/sed.md", "alpha beta\n",
+    "/mvtmp.md", "before mv\n",
+    "/vim.md", "before vim\n",
+    NULL,
+};
+
+static void setup(void)
+{
+    sy_start(seed);
+    sy_mount(false, "");
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_sync_push, .init = setup, .fini = teardown, .timeout = 90);
+
+Test(mount_sync_push, every_kind_of_change_reaches_the_store)
+{
+    char *id_app = sy_id("/app.md"), *id_src = sy_id("/mv/src.md"), *id_x = sy_id("/dir/x.md"),
+         *id_y = sy_id("/dir/sub/y.md"), *id_over = sy_id("/over.md"),
+         *id_del = sy_id("/del.md");
+    cr_assert(id_app && id_src && id_x && id_y && id_over && id_del);
+    char *out = NULL;
+    int rc = sy_run(&out,
+                    "echo new > create.md && echo more >> app.md && "
+                    "echo replaced > over.md && truncate -s 4 trunc.md && "
+                    "truncate -s 0 empty.md && "
+                    "mkdir -p deep/er/est && echo d1 > deep/er/est/f1.md && "
+                    "echo d2 > deep/er/f2.md && "
+                    "mv mv/src.md moved.md && mv dir renamed && rm del.md && rm -r rmr");
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+
+    const char *const want[] = {
+        "/keep.md", "unchanged\n",
+        "/app.md", "first\nmore\n",
+        "/over.md", "replaced\n",
+        "/trunc.md", "0123",
+        "/empty.md", "",
+        "/create.md", "new\n",
+        "/deep/er/est/f1.md", "d1\n",
+        "/deep/er/f2.md", "d2\n",
+        "/moved.md", "moving\n",
+        "/renamed/x.md", "x\n",
+        "/renamed/sub/y.md", "y\n",
+        "/sed.md", "alpha beta\n",
+        "/mvtmp.md", "before mv\n",
+        "/vim.md", "before vim\n",
+        NULL,
+    };
+    char *last = NULL;
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    char *exp = sy_expect_state(want);
+    cr_assert(ok, "the store did not get the changes:\n got  %s\n want %s", last, exp);
+    free(exp);
+    free(last);
+
+    char *bad = sy_check_hashes();
+    cr_expect_null(bad, "%s", bad);
+    free(bad);
+
+    /* Renames and edits keep the memory; a move is one update of its path. */
+    struct {
+        const char *path, *id;
+    } same[] = {{"/app.md", id_app}, {"/moved.md", id_src}, {"/renamed/x.md", id_x},
+                {"/renamed/sub/y.md", id_y}, {"/over.md", id_over}};
+    for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+        char *id = sy_id(same[i].path);
+        cr_expect_str_eq(id ? id : "(none)", same[i].id, "%s is not the same memory",
+                         same[i].path);
+        free(id);
+        cr_expect_eq(sy_count_versions(same[i].id, "modified"), 1, "%s: not one modified "
+                     "version", same[i].path);
+    }
+    cr_expect_eq(sy_count_versions(id_del, "deleted"), 1, "rm did not delete the memory");
+
+    /* The cache agrees: nothing left to push. */
+    cr_expect(sy_wait_clean(WITHIN), "changes still pending after the push: %d", sy_pending());
+    char *st = sy_q("SELECT group_concat(path || ' ' || COALESCE(memory_id, '-') || ' ' ||"
+                    " COALESCE(sha, '-') || ' ' || COALESCE(base_sha, '-') || ' ' ||"
+                    " COALESCE(base_path, '-') || ' ' || state, '; ') FROM nodes"
+                    " WHERE is_dir = 0 AND unlinked = 0 AND parent IS NOT NULL AND"
+                    " (memory_id IS NULL OR base_sha IS NOT sha OR base_path IS NOT path"
+                    "  OR state != 0)");
+    cr_expect_str_eq(st, "", "files whose baseline is not what they hold: %s", st);
+    free(st);
+    st = sy_q("SELECT group_concat(ino || ' ' || path || ' ' || COALESCE(memory_id, '-') || ' '"
+              " || state, '; ') FROM nodes WHERE is_dir = 0 AND unlinked = 0"
+              " AND parent IS NULL AND ino > 2");
+    cr_expect_str_eq(st, "", "live files outside the tree: %s", st);
+    free(st);
+    free(id_app);
+    free(id_src);
+    free(id_x);
+    free(id_y);
+    free(id_over);
+    free(id_del);
+}
+
+Test(mount_sync_push, editor_saves_are_one_version_of_the_same_memory)
+{
+    const char *targets[] = {"/sed.md", "/mvtmp.md", "/vim.md"};
+    char *ids[3];
+    for (int i = 0; i < 3; i++) {
+        ids[i] = sy_id(targets[i]);
+        cr_assert_not_null(ids[i]);
+    }
+    char *out = NULL;
+    int rc = sy_run(&out, "sed -i 's/alpha/gamma/' sed.md && "
+                          "printf 'after mv\\n' > .mvtmp.md.tmp && mv .mvtmp.md.tmp mvtmp.md");
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    /* vim: write a swap-like temp file, fsync it, rename it over the target */
+    char tmp[600], target[600];
+    snprintf(tmp, sizeof(tmp), "%s/.vim.md.swp", mnt);
+    snprintf(target, sizeof(target), "%s/vim.md", mnt);
+    int fd = open(tmp, O_CREAT | O_EXCL | O_WRONLY, 0644);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    cr_assert_eq(write(fd, "after vim\n", 10), 10);
+    cr_assert_eq(fsync(fd), 0);
+    cr_assert_eq(close(fd), 0);
+    cr_assert_eq(rename(tmp, target), 0, "%s", strerror(errno));
+
+    const char *const want[] = {
+        "/keep.md", "unchanged\n", "/app.md", "first\n", "/over.md", "old content\n",
+        "/trunc.md", "0123456789\n", "/empty.md", "will be emptied\n", "/mv/src.md", "moving\n",
+        "/dir/x.md", "x\n", "/dir/sub/y.md", "y\n", "/del.md", "doomed\n", "/rmr/a.md", "a\n",
+        "/rmr/b/c.md", "c\n", "/sed.md", "gamma beta\n", "/mvtmp.md", "after mv\n",
+        "/vim.md", "after vim\n", NULL,
+    };
+    char *last = NULL;
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    cr_assert(ok, "the saves did not reach the store: %s", last);
+    free(last);
+    cr_assert(sy_wait_clean(WITHIN), "changes still pending: %d", sy_pending());
+
+    for (int i = 0; i < 3; i++) {
+        char *id = sy_id(targets[i]);
+        cr_expect_str_eq(id ? id : "(none)", ids[i], "%s changed identity", targets[i]);
+        free(id);
+        cr_expect_eq(sy_count_versions(ids[i], "modified"), 1, "%s: not exactly one modified "
+                     "version", targets[i]);
+        cr_expect_eq(sy_count_versions(ids[i], NULL), 2, "%s: not created + modified",
+                     targets[i]);
+        free(ids[i]);
+    }
+    /* No version of any memory ever had a path outside the seed's. */
+    cJSON *v = sy_versions(NULL);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v)
+    {
+        const char *p = tj_str(it, "path");
+        bool known = false;
+        for (size_t i = 0; seed[i]; i += 2)
+            known |= p && strcmp(p, seed[i]) == 0;
+        cr_expect(known, "a temp path reached the store: %s (%s)", p ? p : "(null)",
+                  tj_str(it, "operation"));
+    }
+    cr_expect_eq(cJSON_GetArraySize(v), 14 + 3, "versions: 14 created + 3 modified");
+    cJSON_Delete(v);
+    char *bad = sy_check_hashes();
+    cr_expect_null(bad, "%s", bad);
+    free(bad);
+}
+
+/* Paths handed from one memory to another between two syncs: a new file
+ * at the path a rename freed, a file removed and written again at the
+ * same path, and a chain of renames (b -> c, then a -> b).  The server
+ * must end with the local tree (no lasting path conflict, no false
+ * conflict), each memory keeping its identity. */
+Test(mount_sync_push, paths_handed_over_between_memories_converge)
+{
+    char *id_over = sy_id("/over.md"), *id_del = sy_id("/del.md"), *id_x = sy_id("/dir/x.md"),
+         *id_y = sy_id("/dir/sub/y.md");
+    cr_assert(id_over && id_del && id_x && id_y);
+    sy_after_sync();
+    char *out = NULL;
+    int rc = sy_run(&out, "mv over.md over2.md && echo reborn > over.md && "
+                          "rm del.md && echo again > del.md && "
+                          "mv dir/sub/y.md dir/z.md && mv dir/x.md dir/sub/y.md");
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    const char *const want[] = {
+        "/keep.md", "unchanged\n", "/app.md", "first\n", "/over2.md", "old content\n",
+        "/over.md", "reborn\n", "/trunc.md", "0123456789\n", "/empty.md", "will be emptied\n",
+        "/mv/src.md", "moving\n", "/dir/sub/y.md", "x\n", "/dir/z.md", "y\n",
+        "/del.md", "again\n", "/rmr/a.md", "a\n", "/rmr/b/c.md", "c\n",
+        "/sed.md", "alpha beta\n", "/mvtmp.md", "before mv\n", "/vim.md", "before vim\n", NULL,
+    };
+    char *last = NULL;
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    char *log = sy_log_grep("level=warn");
+    cr_assert(ok, "the store did not converge: %s\nwarnings:\n%s", last, log);
+    free(log);
+    free(last);
+    cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+    char *out2 = NULL;
+    sy_run(&out2, "cat over.md del.md over2.md");
+    cr_expect_str_eq(out2, "reborn\nagain\nold content\n", "the local files changed");
+    free(out2);
+    struct {
+        const char *path, *id;
+    } same[] = {{"/over2.md", id_over}, {"/del.md", id_del}, {"/dir/sub/y.md", id_x},
+                {"/dir/z.md", id_y}};
+    for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+        char *id = sy_id(same[i].path);
+        cr_expect_str_eq(id ? id : "-", same[i].id, "%s is not the expected memory",
+                         same[i].path);
+        free(id);
+        cr_expect_eq(sy_count_versions(same[i].id, "modified"), 1, "%s: not one modified "
+                     "version", same[i].path);
+    }
+    cr_expect_eq(sy_count_versions(NULL, "deleted"), 0, "a memory was deleted");
+    cr_expect_eq(sy_count_versions(NULL, "created"), 15, "not exactly one new memory");
+    char *k = sy_q("SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(k, "0", "a false conflict was recorded");
+    free(k);
+    free(id_over);
+    free(id_del);
+    free(id_x);
+    free(id_y);
+}

@@ -1,0 +1,128 @@
+/* test_mount_sync_refused.c - files the store cannot hold: content that is
+ * not UTF-8 (refused before sending) and content the server refuses (a NUL
+ * byte: memstored answers 400) stay local and readable, are recorded as
+ * refused in the cache with the reason, are not retried at every sync,
+ * are retried once they change, and do not hold back any other file. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "reconcile.h"
+#include "test_mount_sync.h"
+
+static const char *const seed[] = {"/seeded.md", "seed\n", NULL};
+
+static void setup(void)
+{
+    sy_start(seed);
+    sy_mount(false, "");
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_sync_refused, .init = setup, .fini = teardown, .timeout = 120);
+
+#define CREATE_ROUTE "POST /v1/memory_stores/{id}/memories"
+
+Test(mount_sync_refused, refused_files_stay_local_and_do_not_block_others)
+{
+    sy_after_sync();
+    int rc = sy_run(NULL, "printf '\\377\\376' > bin.dat && printf 'a\\000b\\n' > nul.md && "
+                          "echo fine > ok.md");
+    cr_assert_eq(rc, 0);
+
+    /* The good file goes through in the same sync. */
+    const char *const want[] = {"/seeded.md", "seed\n", "/ok.md", "fine\n", NULL};
+    char *last = NULL;
+    cr_assert(sy_wait_server(want, WITHIN, &last), "ok.md did not reach the store: %s", last);
+    free(last);
+
+    /* Both refused files are recorded with a reason and stay readable. */
+    bool both = false;
+    for (int i = 0; i < WITHIN * 4 && !both; i++) {
+        char *n = sy_q("SELECT count(*) FROM nodes WHERE state = 2 AND unlinked = 0");
+        both = strcmp(n, "2") == 0;
+        free(n);
+        if (!both)
+            usleep(250 * 1000);
+    }
+    cr_assert(both, "the files are not recorded as refused");
+    char *why_bin = sy_q("SELECT refused_why FROM nodes WHERE path = '/bin.dat' AND state = 2");
+    char *why_nul = sy_q("SELECT refused_why FROM nodes WHERE path = '/nul.md' AND state = 2");
+    cr_expect(why_bin[0] != '\0', "bin.dat: no reason recorded");
+    cr_expect(why_nul[0] != '\0', "nul.md: no reason recorded");
+    cr_expect(strstr(why_nul, "invalid_request_error") != NULL,
+              "nul.md: the server's 400 is not the reason: %s", why_nul);
+    free(why_bin);
+    free(why_nul);
+    cr_expect_eq(sy_run(NULL, "test \"$(od -An -tx1 bin.dat | tr -d ' ')\" = fffe && "
+                              "test \"$(od -An -tx1 nul.md | tr -d ' ')\" = 6100620a"), 0,
+                 "the refused files are not readable as written");
+    cr_expect(sy_log_count(REC_MSG_REFUSED, "path=/bin.dat") == 1, "bin.dat: not warned once");
+    cr_expect(sy_log_count(REC_MSG_REFUSED, "path=/nul.md") == 1, "nul.md: not warned once");
+
+    /* Not retried while unchanged: two more syncs send no create. */
+    sy_after_sync();
+    sy_reset_stats();
+    sy_after_sync();
+    sy_after_sync();
+    cr_expect_eq(t_route_count(&E.msd, CREATE_ROUTE), 0, "a refused file was sent again");
+    cr_expect(sy_log_count(REC_MSG_REFUSED, "path=/nul.md") == 1, "nul.md: warned again");
+
+    /* `memstorefs status` shows them, when it lists refused files. */
+    char *out = NULL;
+    mnt_sh(&E, &out, "$MFS status");
+    if (strstr(out, "refused") && !strstr(out, "0 refused"))
+        cr_expect(strstr(out, "nul.md") && strstr(out, "bin.dat"),
+                  "status does not name the refused files: %s", out);
+    free(out);
+
+    /* Changed, they are tried again (and now accepted). */
+    cr_assert_eq(sy_run(NULL, "printf 'ab\\n' > nul.md && printf 'text\\n' > bin.dat"), 0);
+    const char *const fixed[] = {"/seeded.md", "seed\n", "/ok.md", "fine\n", "/nul.md", "ab\n",
+                                 "/bin.dat", "text\n", NULL};
+    cr_assert(sy_wait_server(fixed, WITHIN, &last), "the fixed files were not pushed: %s", last);
+    free(last);
+    cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+    char *n = sy_q("SELECT count(*) FROM nodes WHERE state = 2");
+    cr_expect_str_eq(n, "0", "still recorded as refused");
+    free(n);
+}
+
+Test(mount_sync_refused, an_edit_refused_by_the_server_keeps_the_memory)
+{
+    char *id = sy_id("/seeded.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "printf 'x\\000y\\n' > seeded.md"), 0);
+    cr_assert(sy_wait_log(REC_MSG_REFUSED, "path=/seeded.md", 1, WITHIN), "no refusal logged");
+    sy_after_sync();
+    char *c = sy_content("/seeded.md");
+    cr_expect_str_eq(c ? c : "(none)", "seed\n", "the memory changed");
+    free(c);
+    cr_expect_eq(sy_run(NULL, "test \"$(od -An -tx1 seeded.md | tr -d ' ')\" = 7800790a"), 0,
+                 "the local bytes changed");
+    char *st = sy_q("SELECT state || ' ' || memory_id FROM nodes WHERE path = '/seeded.md'"
+                    " AND unlinked = 0");
+    char want[200];
+    snprintf(want, sizeof(want), "2 %s", id);
+    cr_expect_str_eq(st, want, "not refused, or lost its memory");
+    free(st);
+    /* A remote listing does not overwrite the refused local edit. */
+    cr_expect_eq(sy_count_versions(id, NULL), 1);
+    /* Fixed: an update of the same memory. */
+    cr_assert_eq(sy_run(NULL, "printf 'xy\\n' > seeded.md"), 0);
+    const char *const want2[] = {"/seeded.md", "xy\n", NULL};
+    char *last = NULL;
+    cr_assert(sy_wait_server(want2, WITHIN, &last), "%s", last);
+    free(last);
+    char *nid = sy_id("/seeded.md");
+    cr_expect_str_eq(nid ? nid : "(none)", id);
+    free(nid);
+    free(id);
+}

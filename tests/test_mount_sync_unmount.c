@@ -1,0 +1,130 @@
+/* test_mount_sync_unmount.c - the final sync: what was written right
+ * before `memstorefs unmount` (or SIGTERM) is on the server afterwards;
+ * with the server failing at unmount, the command returns within the
+ * flush timeout, says what was not pushed, and the next mount with the
+ * same cache directory pushes it. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+static const char *const seed[] = {
+    "/edit.md", "before\n",
+    "/gone.md", "to be removed\n",
+    NULL,
+};
+
+static void setup(void)
+{
+    sy_start(seed);
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_sync_unmount, .init = setup, .fini = teardown, .timeout = 120);
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static const char *const after[] = {
+    "/edit.md", "after\n", "/new/one.md", "one\n", "/two.md", "two\n", NULL,
+};
+
+#define CHANGE "echo after > edit.md && mkdir new && echo one > new/one.md && " \
+               "echo two > two.md && rm gone.md"
+
+Test(mount_sync_unmount, changes_made_right_before_unmount_are_pushed)
+{
+    sy_mount(false, "");
+    sy_after_sync();
+    char *out = NULL;
+    /* Changed and unmounted at once: no interval sync in between. */
+    int rc = sy_run(&out, CHANGE " && cd / && $MFS unmount '%s'", mnt);
+    cr_assert_eq(rc, 0, "unmount failed: %s", out);
+    free(out);
+    cr_expect(!mnt_is_mounted(mnt), "still mounted");
+    char *last = NULL;
+    cr_expect(sy_wait_server(after, 0, &last), "the final sync did not push: %s", last);
+    free(last);
+}
+
+Test(mount_sync_unmount, server_failing_at_unmount_then_the_next_mount_pushes)
+{
+    sy_mount(false, "--flush-timeout 3");
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, CHANGE), 0);
+    /* Every API request answers 503 from now on. */
+    sy_fault("{\"action\":\"status\",\"status\":503,\"count\":0}");
+    double t0 = now_s();
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "timeout 60 $MFS unmount '%s'", mnt);
+    double took = now_s() - t0;
+    cr_expect_leq(took, 3 + 5, "unmount took %.1f s with --flush-timeout 3", took);
+    cr_expect(!mnt_is_mounted(mnt), "still mounted (unmount exit %d: %s)", rc, out);
+    cr_expect(strstr(out, "not pushed") != NULL, "unmount does not say what was not pushed: %s",
+              out);
+    cr_expect(strstr(out, "4 local changes") != NULL, "unmount miscounts: %s", out);
+    free(out);
+    cr_expect(sy_log_count("memory flush left changes unpushed", NULL) >= 1,
+              "the log does not say what was not pushed");
+    sy_clear_faults();
+    char *last = NULL;
+    cr_expect(sy_wait_server(seed, 0, &last), "the store changed meanwhile: %s", last);
+    free(last);
+
+    /* The same cache directory, mounted again, pushes everything. */
+    sy_mount(false, "");
+    cr_assert(sy_wait_server(after, WITHIN, &last), "the next mount did not push: %s", last);
+    free(last);
+    char *bad = sy_check_hashes();
+    cr_expect_null(bad, "%s", bad);
+    free(bad);
+    cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+}
+
+/* Alive and not a zombie (nobody may reap a daemon in a container). */
+static bool alive(int pid)
+{
+    if (kill(pid, 0) != 0)
+        return false;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    char *st = mnt_read(path, NULL);
+    char *p = st ? strrchr(st, ')') : NULL;
+    bool zombie = p && p[1] == ' ' && p[2] == 'Z';
+    free(st);
+    return !zombie;
+}
+
+Test(mount_sync_unmount, sigterm_runs_the_final_sync)
+{
+    sy_mount(false, "");
+    sy_after_sync();
+    int pid = sy_daemon_pid();
+    cr_assert_gt(pid, 1);
+    cr_assert_eq(sy_run(NULL, CHANGE), 0);
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    bool gone = false;
+    for (int i = 0; i < 35 * 10 && !gone; i++) {
+        gone = !alive(pid);
+        if (!gone)
+            usleep(100 * 1000);
+    }
+    cr_assert(gone, "the daemon did not exit after SIGTERM");
+    cr_expect(!mnt_is_mounted(mnt), "still mounted after SIGTERM");
+    char *last = NULL;
+    cr_expect(sy_wait_server(after, 0, &last), "SIGTERM did not push: %s", last);
+    free(last);
+}

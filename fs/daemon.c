@@ -134,6 +134,7 @@ void daemon_teardown_store(struct fs_store *s)
         log_info("unmounted memory store", "memory_store_id", s->id, "path", s->mount_path);
     }
     mountdir_remove(s);
+    syncer_disable(s->sync, s->sync_idx); /* before the lock goes */
     rt_unlock_store(s->lock_fd, s->lock_file);
     s->lock_fd = -1;
     free(s->lock_file);
@@ -309,7 +310,7 @@ static int setup_stores(struct mount_opts *o)
                 strerror(errno));
         return -errno;
     }
-    struct syncer_opts so = {.interval_s = o->sync_interval, .fetch_in_flight = 8};
+    struct syncer_opts so = {.interval_s = o->sync_interval};
     if (strcmp(o->deletions, "log_only") == 0)
         so.deletions = SYNCER_DEL_LOG_ONLY;
     else if (strcmp(o->deletions, "disabled") == 0)
@@ -539,6 +540,7 @@ int daemon_mount(struct mount_opts *o)
         s->uid = o->uid;
         s->gid = o->gid;
         s->lock_fd = -1;
+        s->sync_idx = -1;
         pthread_mutex_init(&s->se_lock, NULL);
         s->marker = rules_marker_content(s->id);
         if (!s->marker)

@@ -522,20 +522,36 @@ static void send_phase(struct syncer *s, struct sstore *st, const struct remote 
         const struct job *j = jv[i];
         const struct cache_remote *named =
             w[i].err == -EEXIST ? find_id(r, w[i].e.conflicting_memory_id) : NULL;
+        /* A create whose first answer was lost meets, on its retry, the
+         * memory it made itself: that memory is newer than the listing, so
+         * ask for it, to recognise our own bytes instead of a conflict. */
+        struct api_fetch own = {0};
+        if (w[i].err == -EEXIST && !named && w[i].attempts > 1 &&
+            w[i].e.conflicting_memory_id[0] && j->action != REC_UPDATE) {
+            own.memory_id = w[i].e.conflicting_memory_id;
+            api_memories_fetch(s->h, st->id, &own, 1);
+        }
+        struct cache_remote fetched = {0};
+        if (own.memory_id && !own.err && own.mem.path) {
+            fetched = (struct cache_remote){own.mem.path, own.mem.id, own.mem.sha,
+                                            (uint64_t)own.mem.size};
+            named = &fetched;
+        }
         struct rec_write rw = {
             .action = j->action, .err = w[i].err, .attempts = w[i].attempts, .path = j->path,
             .sha = j->sha,
-            .conflict_path = w[i].e.conflicting_path,
+            .conflict_path = named ? named->path : w[i].e.conflicting_path,
             .conflict_sha = named ? named->sha : NULL,
         };
         struct rec_result res;
         rec_classify(&rw, &res);
         const char *path = j->where ? j->where : j->path ? j->path : "";
         if (res.msg) {
-            char err[32];
-            snprintf(err, sizeof(err), "%d", w[i].err);
+            char status[16];
+            snprintf(status, sizeof(status), "%ld", w[i].e.status);
             log_event(res.level, res.msg, "memory_store_id", st->id, "path", path, "status",
-                      w[i].e.status ? (w[i].e.type[0] ? w[i].e.type : "error") : NULL,
+                      w[i].e.status ? status : NULL,
+                      "error_type", w[i].e.type[0] ? w[i].e.type : NULL,
                       "error", w[i].err ? strerror(-w[i].err) : NULL,
                       "detail", w[i].e.message[0] ? w[i].e.message : NULL, NULL);
         }
@@ -585,6 +601,8 @@ static void send_phase(struct syncer *s, struct sstore *st, const struct remote 
             rep->failed++;
             break;
         }
+        api_memory_clear(&own.mem);
+        api_error_clear(&own.e);
     }
     for (size_t i = 0; i < n; i++)
         api_write_clear(&w[i]);
@@ -614,6 +632,11 @@ int cycle_run(struct syncer *s, int idx, char *why, size_t whylen)
     struct tombs tombs = {0};
 
     pthread_mutex_lock(&st->cycle_lock);
+    if (st->disabled) {
+        pthread_mutex_unlock(&st->cycle_lock);
+        snprintf(why, whylen, "memory store %s is not mounted any more", st->id);
+        return -ESHUTDOWN;
+    }
     int rc = engine_list(s, st, &list, &rl, &nr, why, whylen);
     if (rc)
         goto out;
@@ -653,15 +676,19 @@ int cycle_run(struct syncer *s, int idx, char *why, size_t whylen)
     for (size_t i = 0; i < n_reverted; i++)
         if (st->n.inval_inode)
             st->n.inval_inode(st->n.arg, reverted[i]);
+    send_writes(s, st, &r, &plan, &rep);
     if (plan.held) {
-        char msg[200];
+        /* After the writes, so "sent" is true; log_only holds the same
+         * deletes at every sync: said once until the numbers change. */
+        char msg[200], key[64];
         snprintf(msg, sizeof(msg), REC_MSG_DELETE_CAP,
                  mode_of(s) == REC_DEL_LOG_ONLY ? "would send" : "sent",
                  plan.cap_deletes, plan.held);
-        log_warn(msg, "memory_store_id", st->id);
+        snprintf(key, sizeof(key), "%zu/%zu", plan.cap_deletes, plan.held);
+        if (mode_of(s) != REC_DEL_LOG_ONLY || first_time(st, REC_MSG_DELETE_CAP, key, NULL))
+            log_warn(msg, "memory_store_id", st->id);
         rep.held = (unsigned)plan.held;
     }
-    send_writes(s, st, &r, &plan, &rep);
     engine_prefetch(s, idx);
 
     struct cache_store_stats after;

@@ -37,8 +37,6 @@ struct syncer *syncer_new(struct cache *c, struct http_client *h, const struct s
     s->o = *o;
     if (s->o.interval_s <= 0)
         s->o.interval_s = 15;
-    if (s->o.fetch_in_flight <= 0)
-        s->o.fetch_in_flight = 8;
     pthread_mutex_init(&s->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -304,6 +302,15 @@ int engine_prefetch(struct syncer *s, int idx)
     return 0;
 }
 
+void syncer_disable(struct syncer *s, int idx)
+{
+    if (!s || idx < 0 || (size_t)idx >= s->n)
+        return;
+    pthread_mutex_lock(&s->v[idx].cycle_lock);
+    s->v[idx].disabled = true;
+    pthread_mutex_unlock(&s->v[idx].cycle_lock);
+}
+
 void syncer_kick(struct syncer *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -364,7 +371,8 @@ static void *run(void *arg)
             if (stop)
                 return NULL;
             char why[512];
-            if (cycle_run(s, (int)i, why, sizeof(why)) != 0)
+            int rc = cycle_run(s, (int)i, why, sizeof(why));
+            if (rc && rc != -ESHUTDOWN) /* ESHUTDOWN: unmounted, nothing to do */
                 log_warn("memory sync failed", "memory_store_id", s->v[i].id, "error", why);
         }
     } while (wait_interval(s));

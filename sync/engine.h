@@ -25,7 +25,6 @@ enum syncer_deletions { SYNCER_DEL_ENABLED = 0, SYNCER_DEL_LOG_ONLY, SYNCER_DEL_
 
 struct syncer_opts {
     int interval_s;      /* seconds between syncs of a store */
-    int fetch_in_flight; /* content downloads in flight at once; 0 -> 8 */
     enum syncer_deletions deletions;
 };
 
@@ -48,6 +47,11 @@ void syncer_free(struct syncer **s);
 /* Registers a store (before syncer_start).  Returns its index (>= 0) or a
  * negative errno.  n is copied. */
 int syncer_add(struct syncer *s, const char *store_id, bool read_only, const struct sync_notify *n);
+
+/* The store is unmounted: waits for a sync of it in progress, then never
+ * syncs it again (its host lock is about to be released, and another
+ * daemon or `memstorefs flush` may take it). */
+void syncer_disable(struct syncer *s, int idx);
 
 /* Lists the store and brings the cache to it, notifying the kernel of what
  * changed.  On failure why gets a one-line reason. */

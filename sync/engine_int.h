@@ -29,6 +29,7 @@ struct sstore {
     size_t n_sent;
     uint64_t *said;      /* hashes of standing messages already logged */
     size_t n_said;
+    bool disabled;       /* unmounted: never synced again (under cycle_lock) */
     /* Guarded by syncer.lock: */
     int64_t last;
     char result[512];

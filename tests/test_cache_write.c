@@ -431,6 +431,10 @@ Test(cache_write, changes_survive_reopen)
     cr_assert_eq(cache_unlink(C, root, "a.md", false, NULL), 0);
     cache_close(&C);
     cr_assert_eq(cache_open(dir, &C), 0);
+    /* The next mount of the store attaches it again. */
+    uint64_t again = 0;
+    cr_assert_eq(cache_store_attach(C, ST, false, &again), 0);
+    cr_expect_eq(again, root);
     struct cnode n;
     cr_assert_eq(at(root, "/kept.md", &n), 0);
     cr_expect_eq(n.ino, f.ino);
@@ -443,7 +447,7 @@ Test(cache_write, changes_survive_reopen)
     free(buf);
     cnode_clear(&n);
     cnode_clear(&f);
-    cr_expect_eq(cache_getattr(C, a, &n), -ENOENT, "unlinked nodes outlived cache_open");
+    cr_expect_eq(cache_getattr(C, a, &n), -ENOENT, "unlinked nodes outlived the store's next attach");
     struct cache_tombstone *t;
     size_t k;
     cr_assert_eq(cache_tombstones(C, ST, &t, &k), 0);

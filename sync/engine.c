@@ -1,14 +1,17 @@
-/* engine.c - the sync engine's pull side: listing each store, bringing the
- * cache to the listing (cache_apply_remote), telling the kernel what
- * changed, and downloading content (on demand for an open, in the
- * background for the rest).
+/* engine.c - the sync engine's frame: the stores it syncs, the sync
+ * thread, the listing and its application to the cache (pull), kernel
+ * notifications, and content downloads (on demand for an open, in the
+ * background for the rest).  One full sync of a store (push included) is
+ * cycle.c.
  *
- * Threads: one background thread (syncer_start) runs every store's
- * refresh each interval and prefetches missing content; FUSE threads call
- * syncer_fetch when an open needs bytes the cache lacks.  Both only use
- * the cache (its own lock) and the HTTP client (thread-safe); the syncer's
- * own lock guards the per-store status fields and the stop flag.  No lock
- * is held during HTTP. */
+ * Threads: one background thread (syncer_start) prefetches, syncs every
+ * store at once, then every interval (or when kicked); FUSE threads call
+ * syncer_fetch when an open needs bytes the cache lacks (never a sync or a
+ * kernel notification: a changed memory kicks the sync thread instead);
+ * the daemon's main thread runs the final sync (syncer_sync) at unmount.
+ * Syncs of one store are serialised by its cycle_lock; the syncer's own
+ * lock guards the status fields, the stop and kick flags.  Only the
+ * cycle_lock is held during HTTP, and FUSE threads never take it. */
 #include "engine.h"
 
 #include <errno.h>

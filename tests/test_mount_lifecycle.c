@@ -183,15 +183,6 @@ Test(mount_lifecycle, unmount_removes_created_directories)
     free(out);
 }
 
-/* Reads the daemon's pid from the store's lock file. */
-static pid_t daemon_pid(void)
-{
-    char *out = NULL;
-    mnt_sh(&E, &out, "sed -n 's/^pid=//p' %s/store-*.lock | head -1", E.run);
-    pid_t pid = (pid_t)strtol(out, NULL, 10);
-    free(out);
-    return pid;
-}
 
 static void signal_unmounts(int sig)
 {
@@ -199,7 +190,7 @@ static void signal_unmounts(int sig)
     int rc = mnt_mount(&E, store, "sig/store", false, "", &out);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
-    pid_t pid = daemon_pid();
+    pid_t pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 1);
     cr_assert_eq(kill(pid, sig), 0);
     for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
@@ -224,7 +215,7 @@ Test(mount_lifecycle, dead_mount_is_cleaned_by_unmount)
     int rc = mnt_mount(&E, store, "dead", false, "", &out);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
-    pid_t pid = daemon_pid();
+    pid_t pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 1);
     kill(pid, SIGKILL);
     for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)

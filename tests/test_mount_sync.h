@@ -55,9 +55,7 @@ cJSON *sy_versions(const char *memory_id);
 /* How many versions of memory_id have operation op (NULL: any). */
 int sy_count_versions(const char *memory_id, const char *op);
 
-/* First column of the first row of a query on the cache db, or ""
- * (malloc'd). */
-char *sy_q(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Local changes not pushed yet: dirty files + tombstones. */
 int sy_pending(void);
 /* Waits until nothing is pending (and the server is quiet for one poll). */
@@ -85,7 +83,6 @@ void sy_after_sync(void);
 long sy_remote_update(const char *id, const char *body_json);
 long sy_remote_delete(const char *id);
 
-/* The daemon's pid from its lock file (0 if none). */
-int sy_daemon_pid(void);
+
 
 #endif

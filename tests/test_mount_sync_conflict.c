@@ -59,14 +59,14 @@ Test(mount_sync_conflict, both_changed_the_store_wins_and_the_local_bytes_are_ke
     cr_expect_eq(sy_count_versions(id, "modified"), 1, "the local edit reached the store");
 
     /* The conflict record, with the lost bytes readable. */
-    char *n = sy_q("SELECT count(*) FROM conflicts WHERE path = '/c.md'");
+    char *n = mnt_q(&E, "SELECT count(*) FROM conflicts WHERE path = '/c.md'");
     cr_expect_str_eq(n, "1", "no conflict record for /c.md");
     free(n);
-    char *lost = sy_q("SELECT CAST(b.data AS TEXT) FROM conflicts k JOIN blobs b"
+    char *lost = mnt_q(&E, "SELECT CAST(b.data AS TEXT) FROM conflicts k JOIN blobs b"
                       " ON b.sha = k.local_sha WHERE k.path = '/c.md'");
     cr_expect_str_eq(lost, "local edit\n", "the lost local content is not kept");
     free(lost);
-    char *rsha = sy_q("SELECT remote_sha || ' ' || memory_id FROM conflicts WHERE path = '/c.md'");
+    char *rsha = mnt_q(&E, "SELECT remote_sha || ' ' || memory_id FROM conflicts WHERE path = '/c.md'");
     char want[300];
     snprintf(want, sizeof(want), "%s %s", t_sha("remote edit\n"), id);
     cr_expect_str_eq(rsha, want, "the record names another memory or remote version");
@@ -82,7 +82,7 @@ Test(mount_sync_conflict, both_changed_the_store_wins_and_the_local_bytes_are_ke
         cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts --cache-dir \"$CACHE\""), 0, "%s", out);
         cr_expect(strstr(out, "/c.md") != NULL, "conflicts does not list /c.md: %s", out);
         free(out);
-        char *kid = sy_q("SELECT id FROM conflicts WHERE path = '/c.md'");
+        char *kid = mnt_q(&E, "SELECT id FROM conflicts WHERE path = '/c.md'");
         cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts show %s --cache-dir \"$CACHE\"", kid), 0,
                      "%s", out);
         cr_expect_str_eq(out, "local edit\n", "conflicts show does not print the lost bytes");
@@ -118,7 +118,7 @@ Test(mount_sync_conflict, deleted_remotely_edited_locally_is_created_again)
     cr_expect(sy_wait_log(REC_MSG_RECREATE, "path=/notes/r.md", 1, WITHIN),
               "no log line for the re-creation");
     cr_expect(sy_wait_clean(WITHIN), "the file stays pending");
-    char *n = sy_q("SELECT count(*) FROM conflicts");
+    char *n = mnt_q(&E, "SELECT count(*) FROM conflicts");
     cr_expect_str_eq(n, "0", "a conflict was recorded");
     free(n);
     free(id);

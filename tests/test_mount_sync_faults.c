@@ -50,7 +50,7 @@ static void expect_converged(const char *u_id)
     sy_run(&out, "cat u.md n.md");
     cr_expect_str_eq(out, "v2\nnew\n", "the local content changed");
     free(out);
-    char *k = sy_q("SELECT count(*) FROM conflicts");
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts");
     cr_expect_str_eq(k, "0", "a false conflict was recorded");
     free(k);
     cr_expect_eq(sy_log_count("memory changed both locally and remotely", NULL), 0,

@@ -107,7 +107,7 @@ Test(mount_sync_push, every_kind_of_change_reaches_the_store)
 
     /* The cache agrees: nothing left to push. */
     cr_expect(sy_wait_clean(WITHIN), "changes still pending after the push: %d", sy_pending());
-    char *st = sy_q("SELECT group_concat(path || ' ' || COALESCE(memory_id, '-') || ' ' ||"
+    char *st = mnt_q(&E, "SELECT group_concat(path || ' ' || COALESCE(memory_id, '-') || ' ' ||"
                     " COALESCE(sha, '-') || ' ' || COALESCE(base_sha, '-') || ' ' ||"
                     " COALESCE(base_path, '-') || ' ' || state, '; ') FROM nodes"
                     " WHERE is_dir = 0 AND unlinked = 0 AND parent IS NOT NULL AND"
@@ -115,7 +115,7 @@ Test(mount_sync_push, every_kind_of_change_reaches_the_store)
                     "  OR state != 0)");
     cr_expect_str_eq(st, "", "files whose baseline is not what they hold: %s", st);
     free(st);
-    st = sy_q("SELECT group_concat(ino || ' ' || path || ' ' || COALESCE(memory_id, '-') || ' '"
+    st = mnt_q(&E, "SELECT group_concat(ino || ' ' || path || ' ' || COALESCE(memory_id, '-') || ' '"
               " || state, '; ') FROM nodes WHERE is_dir = 0 AND unlinked = 0"
               " AND parent IS NULL AND ino > 2");
     cr_expect_str_eq(st, "", "live files outside the tree: %s", st);
@@ -243,7 +243,7 @@ Test(mount_sync_push, paths_handed_over_between_memories_converge)
     }
     cr_expect_eq(sy_count_versions(NULL, "deleted"), 0, "a memory was deleted");
     cr_expect_eq(sy_count_versions(NULL, "created"), 15, "not exactly one new memory");
-    char *k = sy_q("SELECT count(*) FROM conflicts");
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts");
     cr_expect_str_eq(k, "0", "a false conflict was recorded");
     free(k);
     free(id_over);

@@ -45,15 +45,15 @@ Test(mount_sync_refused, refused_files_stay_local_and_do_not_block_others)
     /* Both refused files are recorded with a reason and stay readable. */
     bool both = false;
     for (int i = 0; i < WITHIN * 4 && !both; i++) {
-        char *n = sy_q("SELECT count(*) FROM nodes WHERE state = 2 AND unlinked = 0");
+        char *n = mnt_q(&E, "SELECT count(*) FROM nodes WHERE state = 2 AND unlinked = 0");
         both = strcmp(n, "2") == 0;
         free(n);
         if (!both)
             usleep(250 * 1000);
     }
     cr_assert(both, "the files are not recorded as refused");
-    char *why_bin = sy_q("SELECT refused_why FROM nodes WHERE path = '/bin.dat' AND state = 2");
-    char *why_nul = sy_q("SELECT refused_why FROM nodes WHERE path = '/nul.md' AND state = 2");
+    char *why_bin = mnt_q(&E, "SELECT refused_why FROM nodes WHERE path = '/bin.dat' AND state = 2");
+    char *why_nul = mnt_q(&E, "SELECT refused_why FROM nodes WHERE path = '/nul.md' AND state = 2");
     cr_expect(why_bin[0] != '\0', "bin.dat: no reason recorded");
     cr_expect(why_nul[0] != '\0', "nul.md: no reason recorded");
     cr_expect(strstr(why_nul, "invalid_request_error") != NULL,
@@ -89,7 +89,7 @@ Test(mount_sync_refused, refused_files_stay_local_and_do_not_block_others)
     cr_assert(sy_wait_server(fixed, WITHIN, &last), "the fixed files were not pushed: %s", last);
     free(last);
     cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
-    char *n = sy_q("SELECT count(*) FROM nodes WHERE state = 2");
+    char *n = mnt_q(&E, "SELECT count(*) FROM nodes WHERE state = 2");
     cr_expect_str_eq(n, "0", "still recorded as refused");
     free(n);
 }
@@ -107,7 +107,7 @@ Test(mount_sync_refused, an_edit_refused_by_the_server_keeps_the_memory)
     free(c);
     cr_expect_eq(sy_run(NULL, "test \"$(od -An -tx1 seeded.md | tr -d ' ')\" = 7800790a"), 0,
                  "the local bytes changed");
-    char *st = sy_q("SELECT state || ' ' || memory_id FROM nodes WHERE path = '/seeded.md'"
+    char *st = mnt_q(&E, "SELECT state || ' ' || memory_id FROM nodes WHERE path = '/seeded.md'"
                     " AND unlinked = 0");
     char want[200];
     snprintf(want, sizeof(want), "2 %s", id);

@@ -112,7 +112,7 @@ Test(mount_sync_unmount, sigterm_runs_the_final_sync)
 {
     sy_mount(false, "");
     sy_after_sync();
-    int pid = sy_daemon_pid();
+    int pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 1);
     cr_assert_eq(sy_run(NULL, CHANGE), 0);
     cr_assert_eq(kill(pid, SIGTERM), 0);

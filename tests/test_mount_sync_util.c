@@ -223,32 +223,10 @@ int sy_count_versions(const char *memory_id, const char *op)
     return n;
 }
 
-char *sy_q(const char *fmt, ...)
-{
-    char db[400], *sql = NULL;
-    snprintf(db, sizeof(db), "%s/cache.db", E.cache);
-    va_list ap;
-    va_start(ap, fmt);
-    cr_assert(vasprintf(&sql, fmt, ap) > 0);
-    va_end(ap);
-    sqlite3 *h = NULL;
-    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(h, 5000);
-    sqlite3_stmt *st = NULL;
-    cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
-                 sqlite3_errmsg(h));
-    char *res = NULL;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        res = strdup((const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    free(sql);
-    return res ? res : strdup("");
-}
 
 int sy_pending(void)
 {
-    char *s = sy_q("SELECT (SELECT count(*) FROM nodes WHERE is_dir = 0 AND state = 1"
+    char *s = mnt_q(&E, "SELECT (SELECT count(*) FROM nodes WHERE is_dir = 0 AND state = 1"
                    " AND unlinked = 0) + (SELECT count(*) FROM tombstones)");
     int n = (int)strtol(s, NULL, 10);
     free(s);
@@ -374,24 +352,3 @@ long sy_remote_delete(const char *id)
     return remote("DELETE", id, NULL);
 }
 
-int sy_daemon_pid(void)
-{
-    DIR *d = opendir(E.run);
-    if (!d)
-        return 0;
-    int pid = 0;
-    struct dirent *de;
-    while (!pid && (de = readdir(d))) {
-        if (strncmp(de->d_name, "store-", 6) != 0)
-            continue;
-        char path[600];
-        snprintf(path, sizeof(path), "%s/%s", E.run, de->d_name);
-        char *text = mnt_read(path, NULL);
-        char *p = text ? strstr(text, "pid=") : NULL;
-        if (p)
-            pid = (int)strtol(p + 4, NULL, 10);
-        free(text);
-    }
-    closedir(d);
-    return pid;
-}

@@ -148,30 +148,6 @@ Test(mount_write, tools_behave_like_a_local_filesystem)
     expect_same_trees("after a remote refresh");
 }
 
-/* First column of the first row of a query on the cache db, or ""
- * (malloc'd); the database is opened read-only, beside the daemon. */
-static char *q(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *q(const char *fmt, ...)
-{
-    char db[400], *sql = NULL;
-    snprintf(db, sizeof(db), "%s/cache.db", E.cache);
-    va_list ap;
-    va_start(ap, fmt);
-    cr_assert(vasprintf(&sql, fmt, ap) > 0);
-    va_end(ap);
-    sqlite3 *h = NULL;
-    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(h, 5000);
-    sqlite3_stmt *st = NULL;
-    cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
-    char *res = NULL;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        res = strdup((const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    free(sql);
-    return res ? res : strdup("");
-}
 
 static void expect_memory(const char *path, const char *want_id, const char *content)
 {
@@ -180,16 +156,16 @@ static void expect_memory(const char *path, const char *want_id, const char *con
     char *got = mnt_read(file, NULL);
     cr_expect_str_eq(got ? got : "(unreadable)", content, "content of %s", path);
     free(got);
-    char *id = q("SELECT memory_id FROM nodes WHERE path = '%s' AND unlinked = 0", path);
+    char *id = mnt_q(&E, "SELECT memory_id FROM nodes WHERE path = '%s' AND unlinked = 0", path);
     cr_expect_str_eq(id, want_id, "%s is recorded as another memory", path);
     free(id);
-    char *state = q("SELECT state FROM nodes WHERE path = '%s' AND unlinked = 0", path);
+    char *state = mnt_q(&E, "SELECT state FROM nodes WHERE path = '%s' AND unlinked = 0", path);
     cr_expect_str_eq(state, "1", "%s is not dirty", path);
     free(state);
-    char *n = q("SELECT count(*) FROM nodes WHERE unlinked = 0 AND path LIKE '%s%%'", path);
+    char *n = mnt_q(&E, "SELECT count(*) FROM nodes WHERE unlinked = 0 AND path LIKE '%s%%'", path);
     cr_expect_str_eq(n, "1", "%s: a second file was left", path);
     free(n);
-    char *t = q("SELECT count(*) FROM tombstones WHERE memory_id = '%s'", want_id);
+    char *t = mnt_q(&E, "SELECT count(*) FROM tombstones WHERE memory_id = '%s'", want_id);
     cr_expect_str_eq(t, "0", "%s: its memory was recorded as deleted", path);
     free(t);
 }
@@ -322,7 +298,7 @@ Test(mount_write, unlinked_open_file_keeps_working)
     cr_expect_eq(pread(fd, buf, sizeof(buf) - 1, 0), 14);
     cr_expect_str_eq(buf, "buy milk\neggs\n");
     cr_expect_eq(close(fd), 0);
-    char *t = q("SELECT count(*) FROM tombstones WHERE memory_id = '%s'", ids[0]);
+    char *t = mnt_q(&E, "SELECT count(*) FROM tombstones WHERE memory_id = '%s'", ids[0]);
     cr_expect_str_eq(t, "1", "the deleted memory has no tombstone");
     free(t);
     /* the directory stays, as it would locally */

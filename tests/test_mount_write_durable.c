@@ -44,52 +44,7 @@ static void teardown(void)
 
 TestSuite(mount_write_durable, .init = setup, .fini = teardown, .timeout = 120);
 
-/* First column of the first row of a query on the cache db, or "". */
-static char *q(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *q(const char *fmt, ...)
-{
-    char db[400], *sql = NULL;
-    snprintf(db, sizeof(db), "%s/cache.db", E.cache);
-    va_list ap;
-    va_start(ap, fmt);
-    cr_assert(vasprintf(&sql, fmt, ap) > 0);
-    va_end(ap);
-    sqlite3 *h = NULL;
-    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(h, 5000);
-    sqlite3_stmt *st = NULL;
-    cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
-    char *res = NULL;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        res = strdup((const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    free(sql);
-    return res ? res : strdup("");
-}
 
-/* The daemon's pid, from its lock file in the private runtime dir. */
-static pid_t daemon_pid(void)
-{
-    DIR *d = opendir(E.run);
-    cr_assert_not_null(d);
-    pid_t pid = 0;
-    struct dirent *de;
-    while (!pid && (de = readdir(d))) {
-        if (strncmp(de->d_name, "store-", 6) != 0)
-            continue;
-        char path[700];
-        snprintf(path, sizeof(path), "%s/%s", E.run, de->d_name);
-        char *text = mnt_read(path, NULL);
-        char *p = text ? strstr(text, "pid=") : NULL;
-        if (p)
-            pid = (pid_t)strtol(p + 4, NULL, 10);
-        free(text);
-    }
-    closedir(d);
-    cr_assert_gt(pid, 1, "no daemon pid in %s", E.run);
-    return pid;
-}
 
 static void expect_file(const char *rel, const char *content)
 {
@@ -98,7 +53,7 @@ static void expect_file(const char *rel, const char *content)
     char *got = mnt_read(path, NULL);
     cr_expect_str_eq(got ? got : "(missing)", content, "%s after the restart", rel);
     free(got);
-    char *state = q("SELECT state FROM nodes WHERE store = '%s' AND path = '/%s'"
+    char *state = mnt_q(&E, "SELECT state FROM nodes WHERE store = '%s' AND path = '/%s'"
                     " AND unlinked = 0", store, rel);
     cr_expect_str_eq(state, "1", "%s is not dirty after the restart", rel);
     free(state);
@@ -121,7 +76,7 @@ Test(mount_write_durable, kill_9_loses_nothing_closed_or_fsynced)
     cr_assert_eq(write(fd, "fsynced\n", 8), 8);
     cr_assert_eq(fsync(fd), 0);
 
-    pid_t pid = daemon_pid();
+    pid_t pid = mnt_daemon_pid(&E);
     cr_assert_eq(kill(pid, SIGKILL), 0);
     for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
         usleep(100 * 1000);
@@ -169,9 +124,9 @@ Test(mount_write_durable, concurrent_writers_and_readers)
     const char *files[] = {"a.md", "b.md", "seeded.md"};
     for (size_t i = 0; i < 3; i++) {
         rc = mnt_sh(&E, &out, "sha256sum < '%s/%s' | cut -d' ' -f1", mnt, files[i]);
-        char *sha = q("SELECT sha FROM nodes WHERE store = '%s' AND path = '/%s'"
+        char *sha = mnt_q(&E, "SELECT sha FROM nodes WHERE store = '%s' AND path = '/%s'"
                       " AND unlinked = 0", store, files[i]);
-        char *size = q("SELECT size = length(data) FROM nodes JOIN blobs USING (sha)"
+        char *size = mnt_q(&E, "SELECT size = length(data) FROM nodes JOIN blobs USING (sha)"
                        " WHERE store = '%s' AND path = '/%s' AND unlinked = 0", store, files[i]);
         cr_expect_eq(strncmp(out, sha, 64), 0, "%s: cache %s, file %s", files[i], sha, out);
         cr_expect_str_eq(size, "1", "%s: size and blob disagree", files[i]);
@@ -179,7 +134,7 @@ Test(mount_write_durable, concurrent_writers_and_readers)
         free(size);
         free(out);
     }
-    char *check = q("PRAGMA integrity_check");
+    char *check = mnt_q(&E, "PRAGMA integrity_check");
     cr_expect_str_eq(check, "ok");
     free(check);
 }

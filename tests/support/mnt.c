@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <sqlite3.h>
 
 int mnt_setup(struct mnt_env *e, const char *const *msd_args)
 {
@@ -157,6 +158,50 @@ char *mnt_read(const char *path, size_t *len)
     if (len)
         *len = n;
     return buf;
+}
+
+char *mnt_q(const struct mnt_env *e, const char *fmt, ...)
+{
+    char db[400], *sql = NULL;
+    snprintf(db, sizeof(db), "%s/cache.db", e->cache);
+    va_list ap;
+    va_start(ap, fmt);
+    cr_assert(vasprintf(&sql, fmt, ap) > 0);
+    va_end(ap);
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "%s", db);
+    sqlite3_busy_timeout(h, 5000);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
+                 sqlite3_errmsg(h));
+    char *res = NULL;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        res = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    free(sql);
+    return res ? res : strdup("");
+}
+
+pid_t mnt_daemon_pid(const struct mnt_env *e)
+{
+    DIR *d = opendir(e->run);
+    pid_t pid = 0;
+    struct dirent *de;
+    while (d && !pid && (de = readdir(d))) {
+        if (strncmp(de->d_name, "store-", 6) != 0)
+            continue;
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", e->run, de->d_name);
+        char *text = mnt_read(path, NULL);
+        char *p = text ? strstr(text, "pid=") : NULL;
+        if (p)
+            pid = (pid_t)strtol(p + 4, NULL, 10);
+        free(text);
+    }
+    if (d)
+        closedir(d);
+    return pid;
 }
 
 /* Kills every daemon named by a lock file in the private runtime dir. */

@@ -48,6 +48,15 @@ void mnt_hold_writes(const struct mnt_env *e);
 bool mnt_wait_sh(const struct mnt_env *e, int timeout_s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* First column of the first row of a query (printf-formatted) on the
+ * cache database CACHE/cache.db, opened read-only beside the daemon; ""
+ * when there is no row (malloc'd). */
+char *mnt_q(const struct mnt_env *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The pid of a daemon of this test, from a store lock file in the private
+ * runtime dir (0 when none). */
+pid_t mnt_daemon_pid(const struct mnt_env *e);
+
 /* True when path is a mount point now (from /proc/self/mountinfo). */
 bool mnt_is_mounted(const char *path);
 /* Reads a whole file (malloc'd, NUL-terminated) or NULL. */

@@ -276,6 +276,47 @@ static bool owned_elsewhere(const struct files *f, const char *id, uint64_t ino)
     return false;
 }
 
+/* The dirty file renamed away from the remote path of memory id, if any. */
+static const struct cnode *renamed_with(const struct files *f, const struct remote *r,
+                                        const char *id)
+{
+    const struct cache_remote *m = find_id(r, id);
+    for (size_t i = 0; m && i < f->n; i++)
+        if (strcmp(f->v[i].n.memory_id, id) == 0 && strcmp(f->v[i].n.path, m->path) != 0)
+            return &f->v[i].n;
+    return NULL;
+}
+
+/* Renames that form a cycle (mv a t; mv b a; mv t b) can never be sent as
+ * renames: each target path is held by the next memory of the cycle, which
+ * waits for its own target.  For a file n renamed onto the path of memory
+ * X, where following "the file that took X's path, the memory listed at
+ * that file's new path, ..." comes back to n's own memory, this returns X:
+ * n's content then goes to X, which already sits at n's path, and n takes
+ * X's identity; every member does the same, so the server ends with the
+ * local paths and contents, without a temporary path.  A chain that ends
+ * on a free path returns NULL: the renames go out in order. */
+static const struct cache_remote *cycle_target(const struct remote *r, const struct files *f,
+                                               const struct cnode *n)
+{
+    const struct cache_remote *x = find_path(r, n->path);
+    if (!x || !n->memory_id[0] || strcmp(x->memory_id, n->memory_id) == 0)
+        return NULL;
+    const char *id = x->memory_id;
+    for (size_t hops = 0; hops <= f->n; hops++) {
+        const struct cnode *g = renamed_with(f, r, id);
+        if (!g)
+            return NULL; /* X stays where it is: a real path conflict */
+        const struct cache_remote *h = find_path(r, g->path);
+        if (!h)
+            return NULL; /* a chain onto a free path */
+        if (strcmp(h->memory_id, n->memory_id) == 0)
+            return x;
+        id = h->memory_id;
+    }
+    return NULL;
+}
+
 /* Step 2: tombstones. */
 static int plan_tombstones(struct syncer *s, struct sstore *st, const struct remote *r,
                            const struct tombs *tb, const struct files *files, struct plan *p,
@@ -372,9 +413,14 @@ static int plan_file(struct syncer *s, struct sstore *st, const struct remote *r
     case REC_RECREATE:
     case REC_UPDATE: {
         bool update = o.action == REC_UPDATE;
+        /* A cycle of renames sends the content to the memory at the path
+         * instead (see cycle_target). */
+        const struct cache_remote *x = update && o.send_path ? cycle_target(r, files, n) : NULL;
+        bool send_content = !update || o.send_content || x;
+        bool send_path = !update || (o.send_path && !x);
         char *buf = NULL;
         size_t len = 0;
-        if (!update || o.send_content) {
+        if (send_content) {
             rc = cache_blob_get(s->c, n->sha, &buf, &len);
             if (rc)
                 return rc == -ENOENT ? 0 : rc; /* being rewritten: next sync */
@@ -388,14 +434,16 @@ static int plan_file(struct syncer *s, struct sstore *st, const struct remote *r
         j->ino = n->ino;
         j->content = buf;
         j->content_len = len;
-        snprintf(j->sha, sizeof(j->sha), "%s", update && !o.send_content ? o.base_sha : n->sha);
-        j->path = (!update || o.send_path) ? strdup(n->path) : NULL;
+        snprintf(j->sha, sizeof(j->sha), "%s", send_content ? n->sha : o.base_sha);
+        j->path = send_path ? strdup(n->path) : NULL;
         j->where = strdup(n->path);
-        if (((!update || o.send_path) && !j->path) || !j->where)
+        if ((send_path && !j->path) || !j->where)
             return -ENOMEM;
         if (update) {
-            snprintf(j->memory_id, sizeof(j->memory_id), "%s", o.base_id ? o.base_id : "");
-            snprintf(j->expect, sizeof(j->expect), "%s", o.expect_sha ? o.expect_sha : "");
+            snprintf(j->memory_id, sizeof(j->memory_id), "%s",
+                     x ? x->memory_id : o.base_id ? o.base_id : "");
+            snprintf(j->expect, sizeof(j->expect), "%s",
+                     x ? x->sha : o.expect_sha ? o.expect_sha : "");
         }
         if (tk)
             snprintf(j->tomb_id, sizeof(j->tomb_id), "%s", tk->memory_id);

@@ -251,3 +251,48 @@ Test(mount_sync_push, paths_handed_over_between_memories_converge)
     free(id_x);
     free(id_y);
 }
+
+/* Names swapped locally (mv a t; mv b a; mv t b) cannot be sent as two
+ * renames (each target is held by the other memory): the contents move
+ * instead, so the store converges to the local state without a temporary
+ * path and without a conflict. */
+Test(mount_sync_push, swapped_names_converge)
+{
+    char *id_keep = sy_id("/keep.md"), *id_app = sy_id("/app.md");
+    cr_assert(id_keep && id_app);
+    sy_after_sync();
+    char *out = NULL;
+    int rc = sy_run(&out, "mv keep.md t.md && mv app.md keep.md && mv t.md app.md");
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    const char *const want[] = {
+        "/keep.md", "first\n", "/app.md", "unchanged\n", "/over.md", "old content\n",
+        "/trunc.md", "0123456789\n", "/empty.md", "will be emptied\n", "/mv/src.md", "moving\n",
+        "/dir/x.md", "x\n", "/dir/sub/y.md", "y\n", "/del.md", "doomed\n", "/rmr/a.md", "a\n",
+        "/rmr/b/c.md", "c\n", "/sed.md", "alpha beta\n", "/mvtmp.md", "before mv\n",
+        "/vim.md", "before vim\n", NULL,
+    };
+    char *last = NULL;
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    char *log = sy_log_grep("level=warn");
+    cr_assert(ok, "the store did not converge: %s\nwarnings:\n%s", last, log);
+    free(log);
+    free(last);
+    cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+    /* Each path keeps its memory; each got one modified version. */
+    char *k = sy_id("/keep.md"), *a = sy_id("/app.md");
+    cr_expect_str_eq(k ? k : "-", id_keep);
+    cr_expect_str_eq(a ? a : "-", id_app);
+    cr_expect_eq(sy_count_versions(id_keep, "modified"), 1);
+    cr_expect_eq(sy_count_versions(id_app, "modified"), 1);
+    char *c = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(c, "0", "a false conflict was recorded");
+    free(c);
+    sy_run(&out, "cat keep.md app.md");
+    cr_expect_str_eq(out, "first\nunchanged\n", "the local files changed");
+    free(out);
+    free(k);
+    free(a);
+    free(id_keep);
+    free(id_app);
+}

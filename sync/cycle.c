@@ -11,8 +11,7 @@
  *      step 4 brings it to the remote);
  *   4. apply the listing to every clean node (cache_apply_remote) and tell
  *      the kernel what changed;
- *   5. send the writes, many in flight (api_memories_write), and record
- *      each result (rec_classify): new baseline, refused, retry later;
+ *   5. send the writes and record each result (push.c);
  *   6. prefetch content the pull needs.
  * Local writes may land at any time (FUSE threads): every change to a node
  * decided here is conditional on the node still holding what the decision
@@ -26,18 +25,10 @@
 #include <string.h>
 
 #include "api.h"
-#include "engine_int.h"
+#include "cycle_int.h"
 #include "log.h"
 
-struct file {
-    struct cnode n;
-    char refused_sha[SHA256_HEX_LEN + 1];
-};
 
-struct files {
-    struct file *v;
-    size_t n, cap;
-};
 
 static int collect(void *arg, const struct cnode *n)
 {
@@ -72,12 +63,6 @@ static void files_free(struct files *f)
     free(f->v);
 }
 
-/* The listing, indexed by memory id and by path (both binary searched). */
-struct remote {
-    const struct cache_remote *by_path; /* sorted by path */
-    const struct cache_remote **by_id;  /* sorted by memory_id */
-    size_t n;
-};
 
 static int cmp_id(const void *a, const void *b)
 {
@@ -85,7 +70,7 @@ static int cmp_id(const void *a, const void *b)
                   (*(const struct cache_remote *const *)b)->memory_id);
 }
 
-static const struct cache_remote *find_id(const struct remote *r, const char *id)
+const struct cache_remote *remote_find_id(const struct remote *r, const char *id)
 {
     size_t lo = 0, hi = r->n;
     while (id && *id && lo < hi) {
@@ -125,7 +110,7 @@ static const char *sent_of(const struct sstore *st, uint64_t ino)
     return NULL;
 }
 
-static void sent_set(struct sstore *st, uint64_t ino, const char *sha)
+void cycle_sent_set(struct sstore *st, uint64_t ino, const char *sha)
 {
     for (size_t i = 0; i < st->n_sent; i++) {
         if (st->sent[i].ino == ino) {
@@ -177,29 +162,7 @@ static void say(struct sstore *st, const struct rec_out *o, const char *path, co
     log_event(o->level, o->msg, "memory_store_id", st->id, "path", path, NULL);
 }
 
-/* One pending write and what it is for. */
-struct job {
-    enum rec_action action;
-    uint64_t ino;           /* 0 for a delete */
-    char *path;             /* the path sent (create/update), or the tombstone's */
-    char *where;            /* the file's path, for the logs (an update of the
-                             * content alone sends no path) */
-    char sha[SHA256_HEX_LEN + 1];     /* the content's hash (a delete: expected) */
-    char expect[SHA256_HEX_LEN + 1];  /* update: the precondition */
-    char *content;                    /* owned; NULL: keep the content */
-    size_t content_len;
-    char memory_id[CACHE_ID_MAX];
-    char tomb_id[CACHE_ID_MAX]; /* the tombstone this write takes over, or "" */
-};
 
-struct plan {
-    struct job *v;
-    size_t n, cap;
-    size_t limit;        /* deletes allowed this sync (rec_delete_cap) */
-    size_t cap_deletes;  /* deletes (or logged would-be deletes) counted */
-    size_t held;         /* held back by the cap */
-    size_t log_deletes;
-};
 
 static struct job *plan_add(struct plan *p)
 {
@@ -280,7 +243,7 @@ static bool owned_elsewhere(const struct files *f, const char *id, uint64_t ino)
 static const struct cnode *renamed_with(const struct files *f, const struct remote *r,
                                         const char *id)
 {
-    const struct cache_remote *m = find_id(r, id);
+    const struct cache_remote *m = remote_find_id(r, id);
     for (size_t i = 0; m && i < f->n; i++)
         if (strcmp(f->v[i].n.memory_id, id) == 0 && strcmp(f->v[i].n.path, m->path) != 0)
             return &f->v[i].n;
@@ -328,7 +291,7 @@ static int plan_tombstones(struct syncer *s, struct sstore *st, const struct rem
     for (size_t i = 0; i < n; i++) {
         if (tomb_taken(files, &t[i]))
             continue; /* a new file at its path updates the memory (plan_file) */
-        const struct cache_remote *rm = find_id(r, t[i].memory_id);
+        const struct cache_remote *rm = remote_find_id(r, t[i].memory_id);
         struct rec_in in = {
             .memory_id = t[i].memory_id, .base_sha = t[i].base_sha, .base_path = t[i].base_path,
             .local = REC_L_DELETED, .path = t[i].base_path, .remote = rm != NULL,
@@ -387,7 +350,7 @@ static int plan_file(struct syncer *s, struct sstore *st, const struct remote *r
     const struct cnode *n = &f->n;
     const struct cache_tombstone *tk = taken_over(tb, n);
     const char *base_id = tk ? tk->memory_id : n->memory_id;
-    const struct cache_remote *rm = base_id[0] ? find_id(r, base_id) : find_path(r, n->path);
+    const struct cache_remote *rm = base_id[0] ? remote_find_id(r, base_id) : find_path(r, n->path);
     /* A memory listed at the path of a new file but renamed away locally
      * frees the path: the rename goes out first (send_writes), then the
      * create.  Not a conflict. */
@@ -406,7 +369,7 @@ static int plan_file(struct syncer *s, struct sstore *st, const struct remote *r
     rec_decide(&in, &o);
     say(st, &o, n->path, n->sha);
     if (o.adopted_sent)
-        sent_set(st, n->ino, NULL);
+        cycle_sent_set(st, n->ino, NULL);
     int rc = 0;
     switch (o.action) {
     case REC_CREATE:
@@ -514,157 +477,6 @@ static int plan_file(struct syncer *s, struct sstore *st, const struct remote *r
     return rc;
 }
 
-/* Writes that free a path (deletes, renames) go out before the rest, so
- * a create or rename onto a path freed in the same sync does not meet the
- * old memory still there (a 409 path conflict, retried a sync later). */
-static bool frees_path(const struct job *j)
-{
-    return j->action == REC_DELETE || (j->action == REC_UPDATE && j->path);
-}
-
-/* Step 5: send the planned writes of one phase (0: those that free paths,
- * 1: the rest) and record each result. */
-static void send_phase(struct syncer *s, struct sstore *st, const struct remote *r,
-                       struct plan *p, struct syncer_report *rep, int phase)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < p->n; i++)
-        n += frees_path(&p->v[i]) == (phase == 0);
-    if (!n)
-        return;
-    struct api_write *w = calloc(n, sizeof(*w));
-    const struct job **jv = calloc(n, sizeof(*jv));
-    if (!w || !jv) {
-        free(w);
-        free(jv);
-        rep->failed += (unsigned)n;
-        return;
-    }
-    for (size_t i = 0, k = 0; i < p->n; i++)
-        if (frees_path(&p->v[i]) == (phase == 0))
-            jv[k++] = &p->v[i];
-    for (size_t i = 0; i < n; i++) {
-        const struct job *j = jv[i];
-        switch (j->action) {
-        case REC_DELETE:
-            w[i] = (struct api_write){.op = API_WRITE_DELETE, .memory_id = j->memory_id,
-                                      .sha = j->sha};
-            break;
-        case REC_UPDATE:
-            w[i] = (struct api_write){.op = API_WRITE_UPDATE, .memory_id = j->memory_id,
-                                      .path = j->path, .content = j->content,
-                                      .content_len = j->content_len, .sha = j->expect};
-            break;
-        default:
-            w[i] = (struct api_write){.op = API_WRITE_CREATE, .path = j->path,
-                                      .content = j->content ? j->content : "",
-                                      .content_len = j->content_len};
-            break;
-        }
-        if (j->ino)
-            sent_set(st, j->ino, j->sha); /* settled below, or by the next listing */
-    }
-    api_memories_write(s->h, st->id, w, n);
-
-    for (size_t i = 0; i < n; i++) {
-        const struct job *j = jv[i];
-        const struct cache_remote *named =
-            w[i].err == -EEXIST ? find_id(r, w[i].e.conflicting_memory_id) : NULL;
-        /* A create whose first answer was lost meets, on its retry, the
-         * memory it made itself: that memory is newer than the listing, so
-         * ask for it, to recognise our own bytes instead of a conflict. */
-        struct api_fetch own = {0};
-        if (w[i].err == -EEXIST && !named && w[i].attempts > 1 &&
-            w[i].e.conflicting_memory_id[0] && j->action != REC_UPDATE) {
-            own.memory_id = w[i].e.conflicting_memory_id;
-            api_memories_fetch(s->h, st->id, &own, 1);
-        }
-        struct cache_remote fetched = {0};
-        if (own.memory_id && !own.err && own.mem.path) {
-            fetched = (struct cache_remote){own.mem.path, own.mem.id, own.mem.sha,
-                                            (uint64_t)own.mem.size};
-            named = &fetched;
-        }
-        struct rec_write rw = {
-            .action = j->action, .err = w[i].err, .attempts = w[i].attempts, .path = j->path,
-            .sha = j->sha,
-            .conflict_path = named ? named->path : w[i].e.conflicting_path,
-            .conflict_sha = named ? named->sha : NULL,
-        };
-        struct rec_result res;
-        rec_classify(&rw, &res);
-        const char *path = j->where ? j->where : j->path ? j->path : "";
-        if (res.msg) {
-            char status[16];
-            snprintf(status, sizeof(status), "%ld", w[i].e.status);
-            log_event(res.level, res.msg, "memory_store_id", st->id, "path", path, "status",
-                      w[i].e.status ? status : NULL,
-                      "error_type", w[i].e.type[0] ? w[i].e.type : NULL,
-                      "error", w[i].err ? strerror(-w[i].err) : NULL,
-                      "detail", w[i].e.message[0] ? w[i].e.message : NULL, NULL);
-        }
-        if (j->ino && !res.keep_sent)
-            sent_set(st, j->ino, NULL);
-        switch (res.fu) {
-        case REC_FU_DONE:
-            if (j->action == REC_DELETE) {
-                cache_tombstone_drop(s->c, st->id, j->memory_id);
-                rep->deleted++;
-            } else {
-                cache_mark_synced(s->c, j->ino, w[i].mem.id, w[i].mem.sha, w[i].mem.path);
-                if (j->tomb_id[0]) /* the memory it took over is this one now */
-                    cache_tombstone_drop(s->c, st->id, j->tomb_id);
-                rep->pushed++;
-            }
-            break;
-        case REC_FU_ADOPT:
-            if (j->ino && named)
-                cache_mark_synced(s->c, j->ino, named->memory_id, named->sha, named->path);
-            break;
-        case REC_FU_GONE:
-            cache_tombstone_drop(s->c, st->id, j->memory_id);
-            break;
-        case REC_FU_STORE_WINS:
-            /* The next listing shows the remote change and pulls it; a
-             * refused delete brings the memory back. */
-            if (j->action == REC_DELETE)
-                cache_tombstone_drop(s->c, st->id, j->memory_id);
-            rep->conflicts++;
-            break;
-        case REC_FU_RECREATE:
-            cache_forget_base(s->c, j->ino);
-            if (j->tomb_id[0]) /* its memory is gone remotely */
-                cache_tombstone_drop(s->c, st->id, j->tomb_id);
-            rep->failed++;
-            break;
-        case REC_FU_REFUSED: {
-            char why[400];
-            snprintf(why, sizeof(why), "%s%s%s", w[i].e.type[0] ? w[i].e.type : strerror(-w[i].err),
-                     w[i].e.message[0] ? ": " : "", w[i].e.message);
-            cache_mark_refused(s->c, j->ino, j->sha, why);
-            rep->refused++;
-            break;
-        }
-        default:
-            rep->failed++;
-            break;
-        }
-        api_memory_clear(&own.mem);
-        api_error_clear(&own.e);
-    }
-    for (size_t i = 0; i < n; i++)
-        api_write_clear(&w[i]);
-    free(w);
-    free(jv);
-}
-
-static void send_writes(struct syncer *s, struct sstore *st, const struct remote *r,
-                        struct plan *p, struct syncer_report *rep)
-{
-    send_phase(s, st, r, p, rep, 0);
-    send_phase(s, st, r, p, rep, 1);
-}
-
 int cycle_run(struct syncer *s, int idx, char *why, size_t whylen)
 {
     struct sstore *st = &s->v[idx];
@@ -724,7 +536,7 @@ int cycle_run(struct syncer *s, int idx, char *why, size_t whylen)
     for (size_t i = 0; i < n_reverted; i++)
         if (st->n.inval_inode)
             st->n.inval_inode(st->n.arg, reverted[i]);
-    send_writes(s, st, &r, &plan, &rep);
+    push_writes(s, st, &r, &plan, &rep);
     if (plan.held) {
         /* After the writes, so "sent" is true; log_only holds the same
          * deletes at every sync: said once until the numbers change. */

@@ -169,6 +169,14 @@ int cache_rename(struct cache *c, uint64_t parent, const char *name, uint64_t ne
  * (may be NULL) receives the new hash. */
 int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
                       int64_t mtime_ns, char sha_out[SHA256_HEX_LEN + 1]);
+/* The same, for bytes edited from content expect_sha (an open file's
+ * buffer): when the node holds other content now (a sync brought the
+ * store's version, or removed the file, meanwhile), the store wins: the
+ * bytes are kept as a conflict record, the node is left alone, and the
+ * answer is -ESTALE. */
+int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                         int64_t mtime_ns, const char *expect_sha,
+                         char sha_out[SHA256_HEX_LEN + 1]);
 /* Sets a node's modification time (touch). */
 int cache_set_mtime(struct cache *c, uint64_t ino, int64_t mtime_ns);
 /* Marks a clean file dirty before its new content lands, so that a remote

@@ -77,8 +77,11 @@ int cache_drop_if(struct cache *c, uint64_t ino, const char *expect_sha, const c
     }
     sqlite3_finalize(st);
     if (!rc)
-        rc = update_if(c, "UPDATE nodes SET parent = NULL, unlinked = 1 WHERE ino = ?1"
-                          " AND unlinked = 0 AND COALESCE(sha, '') = ?2 AND path = ?3",
+        /* sha goes too: a buffer still open on the file then sees that its
+         * node moved, and keeps its bytes as a conflict (write.c). */
+        rc = update_if(c, "UPDATE nodes SET parent = NULL, unlinked = 1, sha = NULL"
+                          " WHERE ino = ?1 AND unlinked = 0 AND COALESCE(sha, '') = ?2"
+                          " AND path = ?3",
                        ino, expect_sha, expect_path);
 out:
     db_unlock(c);

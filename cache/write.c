@@ -534,26 +534,59 @@ struct content_args {
     size_t len;
     int64_t mtime;
     char *sha;
+    const char *expect; /* the hash the bytes were edited from, or NULL */
+    bool kept;          /* out: the node had moved; kept as a conflict */
 };
+
+/* The node moved under an open buffer (a sync pulled the store's version
+ * over it, or removed it): the store wins, and the buffer's bytes are kept
+ * as a conflict record instead of overwriting the store's version. */
+static int keep_as_conflict(struct cache *c, const char *store, const struct cnode *n,
+                            const char *sha)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "INSERT INTO conflicts(store, path, memory_id, local_sha, remote_sha,"
+                           " at) VALUES (?, ?, NULLIF(?, ''), ?, NULLIF(?, ''), ?)", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, n->path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, n->memory_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 5, n->sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 6, db_now_ns());
+    return step_done(c, st, "keep conflict");
+}
 
 static int content_tx(struct cache *c, void *arg)
 {
     struct content_args *a = arg;
     struct cnode n = {0};
-    int rc = writable_store(c, a->ino, NULL, NULL);
+    char store[CACHE_ID_MAX] = "";
+    int rc = writable_store(c, a->ino, store, NULL);
     if (!rc)
         rc = get_node(c, a->ino, &n);
     if (!rc && n.is_dir)
         rc = -EISDIR;
-    cnode_clear(&n);
+    bool moved = !rc && a->expect && strcmp(n.sha, a->expect) != 0;
     sqlite3_stmt *st;
     if (!rc)
         rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)", &st);
-    if (rc)
+    if (rc) {
+        cnode_clear(&n);
         return rc;
+    }
     sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
     sqlite3_bind_blob(st, 2, a->len ? a->buf : "", (int)a->len, SQLITE_STATIC);
-    if ((rc = step_done(c, st, "put content")))
+    rc = step_done(c, st, "put content");
+    if (!rc && moved) {
+        rc = keep_as_conflict(c, store, &n, a->sha);
+        a->kept = !rc;
+        cnode_clear(&n);
+        return rc; /* committed: the record stays, the node is left alone */
+    }
+    cnode_clear(&n);
+    if (rc)
         return rc;
     rc = db_prepare(c, "UPDATE nodes SET sha = ?1, size = ?2, mtime = ?3, ctime = ?4,"
                        " state = CASE WHEN memory_id IS NOT NULL AND ?1 IS base_sha"
@@ -571,12 +604,21 @@ static int content_tx(struct cache *c, void *arg)
 int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
                       int64_t mtime_ns, char sha_out[SHA256_HEX_LEN + 1])
 {
+    return cache_set_content_if(c, ino, buf, len, mtime_ns, NULL, sha_out);
+}
+
+int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                         int64_t mtime_ns, const char *expect_sha,
+                         char sha_out[SHA256_HEX_LEN + 1])
+{
     if (len > MEM_CONTENT_MAX_BYTES)
         return -EFBIG;
     char sha[SHA256_HEX_LEN + 1];
     sha256_hex(buf, len, sha); /* outside the lock: hashing needs no database */
-    struct content_args a = {ino, buf, len, mtime_ns, sha};
+    struct content_args a = {ino, buf, len, mtime_ns, sha, expect_sha, false};
     int rc = in_tx(c, content_tx, &a);
+    if (!rc && a.kept)
+        return -ESTALE;
     if (!rc && sha_out)
         memcpy(sha_out, sha, sizeof(sha));
     return rc;

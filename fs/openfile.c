@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "log.h"
 #include "rules.h"
 
 #define NBUCKETS 256
@@ -169,6 +170,7 @@ int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, bool *first_d
     if (!f->loaded && size == 0) {
         f->loaded = true;
         f->len = 0;
+        f->sha[0] = '\0'; /* edited from content unknown here: see ofile_set_origin */
     } else if (!f->loaded) {
         rc = -EIO;
     }
@@ -214,14 +216,33 @@ int ofile_flush(struct ofile *f, struct cache *c)
     int rc = 0;
     if (f->dirty) {
         char sha[SHA256_HEX_LEN + 1];
-        rc = cache_set_content(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns, sha);
+        /* The bytes were edited from f->sha: if the cache moved meanwhile
+         * (a sync pulled the store's version), the store wins and they are
+         * kept as a conflict record. */
+        rc = cache_set_content_if(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns,
+                                  f->loaded && f->sha[0] ? f->sha : NULL, sha);
         if (!rc) {
             f->dirty = false;
             memcpy(f->sha, sha, sizeof(sha));
+        } else if (rc == -ESTALE) {
+            log_warn("memory changed both locally and remotely; keeping the remote version",
+                     "detail", "the edit of a file still open lost to the store; it is kept as "
+                     "a conflict record (memstorefs conflicts)");
+            f->dirty = false;
+            f->loaded = false; /* the next open or read loads the store's version */
+            rc = 0;
         }
     }
     pthread_mutex_unlock(&f->lock);
     return rc;
+}
+
+void ofile_set_origin(struct ofile *f, const char *sha)
+{
+    pthread_mutex_lock(&f->lock);
+    if (f->loaded && !f->sha[0] && sha)
+        snprintf(f->sha, sizeof(f->sha), "%s", sha);
+    pthread_mutex_unlock(&f->lock);
 }
 
 void ofile_set_mtime(struct ofile *f, int64_t mtime_ns)

@@ -71,4 +71,9 @@ struct ofile *ofile_find(uint64_t row);
  * reads return, so it is what attributes must report. */
 void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns);
 
+/* A buffer truncated before it was ever loaded (open with O_TRUNC) learns
+ * which cache content it replaces, so that its flush can tell whether a
+ * sync changed the file meanwhile (cache_set_content_if). */
+void ofile_set_origin(struct ofile *f, const char *sha);
+
 #endif

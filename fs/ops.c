@@ -376,6 +376,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         rc = cache_getattr(s->cache, f->row, &n);
         if (!rc) {
             rc = n.is_dir ? -EISDIR : ofile_truncate(f, 0, ops_now_ns(), &first);
+            if (!rc)
+                ofile_set_origin(f, n.sha);
             cnode_clear(&n);
         }
         if (!rc && first)
@@ -410,6 +412,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     char *buf = NULL;
     size_t n = 0;
     int rc = off < 0 ? -EINVAL : ofile_read(ops_ofile(fi), (uint64_t)off, size, &buf, &n);
+    if (rc == -EIO && ops_load(store_of(req), ops_ofile(fi)) == 0) /* unloaded: the store won */
+        rc = ofile_read(ops_ofile(fi), (uint64_t)off, size, &buf, &n);
     if (rc)
         fuse_reply_err(req, -rc);
     else

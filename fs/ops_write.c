@@ -268,6 +268,8 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
     }
     bool first = false;
     int rc = ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), &first);
+    if (rc == -EIO && ops_load(s, f) == 0) /* unloaded: the store won over an earlier edit */
+        rc = ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), &first);
     if (!rc && first)
         rc = cache_mark_dirty(s->cache, f->row);
     if (rc)

@@ -4,6 +4,7 @@
  * bytes kept in the cache as a conflict record that can be read back; a
  * memory deleted remotely but edited locally is re-created from the file. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,17 +79,49 @@ Test(mount_sync_conflict, both_changed_the_store_wins_and_the_local_bytes_are_ke
     cr_expect_eq(sy_count_versions(id, NULL), 2, "a later sync wrote to the memory");
 
     /* `memstorefs conflicts` lists it and prints the lost content. */
-    if (mnt_sh(&E, NULL, "$MFS --help | grep -q 'memstorefs conflicts'") == 0) {
-        cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts --cache-dir \"$CACHE\""), 0, "%s", out);
-        cr_expect(strstr(out, "/c.md") != NULL, "conflicts does not list /c.md: %s", out);
-        free(out);
-        char *kid = mnt_q(&E, "SELECT id FROM conflicts WHERE path = '/c.md'");
-        cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts show %s --cache-dir \"$CACHE\"", kid), 0,
-                     "%s", out);
-        cr_expect_str_eq(out, "local edit\n", "conflicts show does not print the lost bytes");
-        free(out);
-        free(kid);
-    }
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts --cache-dir \"$CACHE\""), 0, "%s", out);
+    cr_expect(strstr(out, "/c.md") != NULL, "conflicts does not list /c.md: %s", out);
+    free(out);
+    char *kid = mnt_q(&E, "SELECT id FROM conflicts WHERE path = '/c.md'");
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts show %s --cache-dir \"$CACHE\"", kid), 0,
+                 "%s", out);
+    cr_expect_str_eq(out, "local edit\n", "conflicts show does not print the lost bytes");
+    free(out);
+    free(kid);
+    free(id);
+}
+
+/* An edit still in an open file's buffer when a sync brings the store's
+ * version: at close the store wins too; the edit is not pushed over the
+ * remote change, and its bytes are kept as a conflict record. */
+Test(mount_sync_conflict, an_edit_still_open_loses_to_a_remote_change)
+{
+    char *id = sy_id("/c.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    char path[600];
+    snprintf(path, sizeof(path), "%s/c.md", mnt);
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "open edit\n", 10), 10);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote while open\n\"}"), 200);
+    sy_after_sync(); /* a sync sees the remote change while the file is open */
+    cr_assert_eq(close(fd), 0);
+
+    cr_expect(mnt_wait_sh(&E, WITHIN, "test \"$(cat '%s')\" = 'remote while open'", path),
+              "the mount does not show the store's version");
+    sy_after_sync(); /* and a later sync pushes nothing over it */
+    char *c = sy_content("/c.md");
+    cr_expect_str_eq(c ? c : "(none)", "remote while open\n", "the open edit overwrote the store");
+    free(c);
+    cr_expect_eq(sy_count_versions(id, "modified"), 1, "the open edit reached the store");
+    char *lost = mnt_q(&E, "SELECT CAST(b.data AS TEXT) FROM conflicts k JOIN blobs b"
+                      " ON b.sha = k.local_sha WHERE k.path = '/c.md'");
+    char *all = sy_log_grep("level=");
+    cr_expect_str_eq(lost, "open edit\n", "the open edit is not kept as a conflict (%s)", all);
+    free(all);
+    free(lost);
+    cr_expect(sy_wait_log(REC_MSG_BOTH_CHANGED, NULL, 1, WITHIN), "no warning in the log");
     free(id);
 }
 

@@ -210,6 +210,13 @@ int cache_tombstone_drop(struct cache *c, const char *store_id, const char *memo
  * dirty).  -ENOENT when the node is gone. */
 int cache_mark_synced(struct cache *c, uint64_t ino, const char *memory_id, const char *sha,
                       const char *path);
+/* The same for an answer that arrives after the request was in flight:
+ * expect_id is the memory the file had when the write was planned ("" for
+ * none).  If the file was removed meanwhile, or took another memory's
+ * identity, the memory pushed is recorded as deleted locally (a tombstone
+ * with what it holds now) so the next sync deletes it. */
+int cache_mark_synced_if(struct cache *c, uint64_t ino, const char *expect_id,
+                         const char *memory_id, const char *sha, const char *path);
 
 /* ---- What the sync decides about a local file (cache/resolve.c) ----
  * Each changes ino only if it still holds content expect_sha at path

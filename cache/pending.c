@@ -123,24 +123,82 @@ int cache_tombstone_drop(struct cache *c, const char *store_id, const char *memo
     return rc;
 }
 
+/* The memory just pushed lost its file meanwhile: record it as deleted
+ * locally (with what it now holds), so the next sync deletes it. */
+static int orphan(struct cache *c, uint64_t ino, const char *memory_id, const char *sha,
+                  const char *path)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "INSERT OR REPLACE INTO tombstones(store, memory_id, base_sha,"
+                           " base_path, deleted_at) SELECT store, ?2, ?3, ?4, ?5 FROM nodes"
+                           " WHERE ino = ?1", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+    sqlite3_bind_text(st, 2, memory_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 5, db_now_ns());
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "orphan tombstone");
+}
+
 int cache_mark_synced(struct cache *c, uint64_t ino, const char *memory_id, const char *sha,
                       const char *path)
 {
+    return cache_mark_synced_if(c, ino, NULL, memory_id, sha, path);
+}
+
+int cache_mark_synced_if(struct cache *c, uint64_t ino, const char *expect_id,
+                         const char *memory_id, const char *sha, const char *path)
+{
     sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "UPDATE nodes SET memory_id = ?1, base_sha = ?2, base_path = ?3,"
-                           " state = CASE WHEN sha IS ?2 AND path IS ?3 THEN 0 ELSE state END"
-                           " WHERE ino = ?4 AND ino > 2 AND is_dir = 0", &st);
-    if (!rc) {
-        sqlite3_bind_text(st, 1, memory_id, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(st, 2, sha, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(st, 3, path, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(st, 4, (sqlite3_int64)ino);
-        rc = sqlite3_step(st);
-        rc = rc == SQLITE_DONE ? (sqlite3_changes(c->db) ? 0 : -ENOENT)
-                               : db_fail(c, rc, "mark synced");
-        sqlite3_finalize(st);
+    int rc = db_begin(c);
+    if (rc)
+        goto out;
+    rc = db_prepare(c, "SELECT COALESCE(memory_id, ''), unlinked FROM nodes WHERE ino = ?"
+                       " AND ino > 2 AND is_dir = 0", &st);
+    if (rc)
+        goto out;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+    char cur[CACHE_ID_MAX] = "";
+    bool unlinked = false, found = false;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        found = true;
+        snprintf(cur, sizeof(cur), "%s", (const char *)sqlite3_column_text(st, 0));
+        unlinked = sqlite3_column_int(st, 1) != 0;
     }
+    sqlite3_finalize(st);
+    if (!found) {
+        rc = -ENOENT;
+        goto out;
+    }
+    if (unlinked || (expect_id && strcmp(cur, expect_id) != 0 && strcmp(cur, memory_id) != 0)) {
+        /* Removed, or given another memory's identity (a rename over it),
+         * while the request was in flight: the memory pushed belongs to no
+         * file any more. */
+        rc = orphan(c, ino, memory_id, sha, path);
+        goto out;
+    }
+    rc = db_prepare(c, "UPDATE nodes SET memory_id = ?1, base_sha = ?2, base_path = ?3,"
+                       " state = CASE WHEN sha IS ?2 AND path IS ?3 THEN 0 ELSE state END"
+                       " WHERE ino = ?4", &st);
+    if (rc)
+        goto out;
+    sqlite3_bind_text(st, 1, memory_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)ino);
+    rc = sqlite3_step(st);
+    rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "mark synced");
+    sqlite3_finalize(st);
+out:
+    if (!rc)
+        rc = db_commit(c);
+    if (rc)
+        db_rollback(c);
     db_unlock(c);
     return rc;
 }

@@ -395,6 +395,7 @@ static int plan_file(struct syncer *s, struct sstore *st, const struct remote *r
         }
         j->action = o.action;
         j->ino = n->ino;
+        snprintf(j->node_id, sizeof(j->node_id), "%s", n->memory_id);
         j->content = buf;
         j->content_len = len;
         snprintf(j->sha, sizeof(j->sha), "%s", send_content ? n->sha : o.base_sha);

@@ -36,6 +36,7 @@ struct job {
     size_t content_len;
     char memory_id[CACHE_ID_MAX];
     char tomb_id[CACHE_ID_MAX]; /* the tombstone this write takes over, or "" */
+    char node_id[CACHE_ID_MAX]; /* the file's memory when planned ("" for none) */
 };
 
 struct plan {

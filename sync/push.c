@@ -111,7 +111,8 @@ static void send_phase(struct syncer *s, struct sstore *st, const struct remote 
                 cache_tombstone_drop(s->c, st->id, j->memory_id);
                 rep->deleted++;
             } else {
-                cache_mark_synced(s->c, j->ino, w[i].mem.id, w[i].mem.sha, w[i].mem.path);
+                cache_mark_synced_if(s->c, j->ino, j->node_id, w[i].mem.id, w[i].mem.sha,
+                                     w[i].mem.path);
                 if (j->tomb_id[0]) /* the memory it took over is this one now */
                     cache_tombstone_drop(s->c, st->id, j->tomb_id);
                 rep->pushed++;
@@ -119,7 +120,8 @@ static void send_phase(struct syncer *s, struct sstore *st, const struct remote 
             break;
         case REC_FU_ADOPT:
             if (j->ino && named)
-                cache_mark_synced(s->c, j->ino, named->memory_id, named->sha, named->path);
+                cache_mark_synced_if(s->c, j->ino, j->node_id, named->memory_id, named->sha,
+                                     named->path);
             break;
         case REC_FU_GONE:
             cache_tombstone_drop(s->c, st->id, j->memory_id);

@@ -122,3 +122,30 @@ Test(mount_sync_faults, a_dropped_answer_is_not_sent_twice_nor_a_conflict)
     t_http_fresh(false);
     free(u_id);
 }
+
+/* A file removed while its create is in flight: the memory the create
+ * made belongs to no file any more, so it is deleted at the next sync
+ * instead of coming back into the mount. */
+Test(mount_sync_faults, a_file_removed_while_its_create_is_in_flight_stays_removed)
+{
+    sy_after_sync();
+    sy_fault("{\"action\":\"latency\",\"latency_ms\":4000,\"count\":1,\"method\":\"POST\","
+             "\"path\":\"/v1/memory_stores/*/memories\"}");
+    long creates = t_route_count(&E.msd, CREATE_ROUTE);
+    cr_assert_eq(sy_run(NULL, "echo short-lived > gone.md"), 0);
+    /* Wait until the create is at the server (and held there). */
+    for (int i = 0; i < WITHIN * 10 && t_route_count(&E.msd, CREATE_ROUTE) == creates; i++)
+        usleep(100 * 1000);
+    cr_assert_neq(t_route_count(&E.msd, CREATE_ROUTE), creates, "the create was never sent");
+    cr_assert_eq(sy_run(NULL, "rm gone.md"), 0);
+    sleep(5); /* the held answer arrives */
+    sy_after_sync();
+    sy_after_sync();
+    char *c = sy_content("/gone.md");
+    cr_expect_null(c, "the removed file stayed on the server: %s", c ? c : "");
+    free(c);
+    char *out = NULL;
+    sy_run(&out, "ls gone.md 2>&1 || true");
+    cr_expect(strstr(out, "No such file") != NULL, "the removed file came back: %s", out);
+    free(out);
+}

@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mount.h>
+#include <sys/sysmacros.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -41,6 +43,7 @@
 #include "http.h"
 #include "log.h"
 #include "mountdir.h"
+#include "openfile.h"
 #include "rules.h"
 #include "runtime.h"
 #include "session.h"
@@ -114,6 +117,29 @@ static int start_session(struct fs_store *s, const struct mount_opts *o)
     return 0;
 }
 
+/* Aborts the FUSE connection with device number dev through fusectl
+ * (mounting it when it is not, as root): a process that still holds a
+ * file of a lazily unmounted store would otherwise keep the connection,
+ * the loop threads and so the daemon alive after the session ended.  Such
+ * a process then gets ENOTCONN. */
+static void abort_connection(const struct fs_store *s, dev_t dev)
+{
+    char p[128];
+    snprintf(p, sizeof(p), "/sys/fs/fuse/connections/%u/abort", minor(dev));
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && geteuid() == 0 &&
+        mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, NULL) == 0)
+        fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "1", 1) != 1)
+        log_warn("files of the store are still open; the daemon waits until they are closed",
+                 "memory_store_id", s->id, "path", s->mount_path, "error", strerror(errno));
+    else
+        log_info("files of the store were still open; their connection was aborted",
+                 "memory_store_id", s->id, "path", s->mount_path);
+    if (fd >= 0)
+        close(fd);
+}
+
 void daemon_teardown_store(struct fs_store *s)
 {
     if (s->se) {
@@ -123,8 +149,14 @@ void daemon_teardown_store(struct fs_store *s)
         s->mounted = false;
         pthread_mutex_unlock(&s->se_lock);
         if (was_mounted && !ended) {
+            struct stat st;
+            bool have_dev = stat(s->mount_path, &st) == 0; /* served by the loop */
             fuse_session_exit(s->se);
-            fuse_session_unmount(s->se);
+            fuse_session_unmount(s->se); /* lazy: busy files keep the connection */
+            for (int i = 0; i < 40 && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE); i++)
+                usleep(50 * 1000);
+            if (!__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE) && have_dev)
+                abort_connection(s, st.st_dev);
         }
         if (s->loop_running)
             pthread_join(s->loop, NULL);
@@ -166,6 +198,11 @@ static void final_sync(struct fs_store **v, size_t n, FILE *report)
 {
     if (!D.sync || !n)
         return;
+    /* Files still open hold edits that no release will save once the
+     * mount is gone: into the cache with them first. */
+    if (ofile_flush_all(D.cache) != 0)
+        log_warn("cannot save the edits of a file still open to the cache", "cache_dir",
+                 D.cache_dir);
     struct final_job j = {v, n};
     pthread_t t;
     if (pthread_create(&t, NULL, final_main, &j) != 0) {
@@ -227,6 +264,10 @@ static void teardown_all(bool flush)
     if (flush) {
         syncer_stop(D.sync);
         final_sync(v, n, NULL);
+        /* From now on no request may hold up the exit: an open that is
+         * downloading content ends at once (its loop thread is joined
+         * below). */
+        http_client_cancel(D.http, true);
     }
     for (size_t i = 0; i < n; i++)
         daemon_teardown_store(v[i]);

@@ -237,6 +237,39 @@ int ofile_flush(struct ofile *f, struct cache *c)
     return rc;
 }
 
+int ofile_flush_all(struct cache *c)
+{
+    /* Take a reference on every entry under the table lock, then flush
+     * each with no table lock held (an entry's lock comes before the
+     * cache's, never after the table's). */
+    struct ofile **v = NULL;
+    size_t n = 0, cap = 0;
+    pthread_mutex_lock(&table_lock);
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (struct ofile *f = table[b]; f; f = f->next) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                struct ofile **nv = realloc(v, cap * sizeof(*nv));
+                if (!nv)
+                    break;
+                v = nv;
+            }
+            if (n < cap) {
+                f->refs++;
+                v[n++] = f;
+            }
+        }
+    pthread_mutex_unlock(&table_lock);
+    int failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ofile_flush(v[i], c) != 0)
+            failed++;
+        ofile_put(v[i]);
+    }
+    free(v);
+    return failed ? -EIO : 0;
+}
+
 void ofile_set_origin(struct ofile *f, const char *sha)
 {
     pthread_mutex_lock(&f->lock);

@@ -76,4 +76,10 @@ void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns)
  * sync changed the file meanwhile (cache_set_content_if). */
 void ofile_set_origin(struct ofile *f, const char *sha);
 
+/* Writes every open file's unsaved edits to the cache (before the final
+ * sync at unmount: a file still open then would otherwise never be
+ * flushed).  -EIO when one could not be saved (each failure is logged by
+ * the caller's log of the final sync). */
+int ofile_flush_all(struct cache *c);
+
 #endif

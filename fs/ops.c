@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "log.h"
@@ -330,14 +331,22 @@ int ops_load(struct fs_store *s, struct ofile *f)
                 ofile_install_locked(f, buf, len, n.sha);
         }
         ofile_unlock(f);
-        if (rc == -ENOENT && attempt == 0 && n.memory_id[0]) {
+        if (rc == -ENOENT && attempt < 4 && n.memory_id[0]) {
             /* Not in the cache yet: download it, with no lock held. */
             rc = syncer_fetch(s->sync, s->sync_idx, n.memory_id, n.sha);
+            if (rc == -ESTALE) {
+                /* The memory changed again since it was listed: the sync
+                 * thread was kicked to bring the node to it; try again. */
+                usleep(250 * 1000);
+                rc = 0;
+            }
             if (!rc) {
                 cnode_clear(&n);
                 continue;
             }
         }
+        if (rc == -ESTALE)
+            rc = -EIO;
         if (rc && rc != -EISDIR)
             log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
                      "error", strerror(-rc));

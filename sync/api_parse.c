@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ID_MAX 255
+#define ID_MAX 127 /* the cache keeps ids in CACHE_ID_MAX (128) bytes */
 
 void api_memory_clear(struct api_memory *m)
 {

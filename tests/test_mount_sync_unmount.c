@@ -4,6 +4,7 @@
  * flush timeout, says what was not pushed, and the next mount with the
  * same cache directory pushes it. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,4 +128,31 @@ Test(mount_sync_unmount, sigterm_runs_the_final_sync)
     char *last = NULL;
     cr_expect(sy_wait_server(after, 0, &last), "SIGTERM did not push: %s", last);
     free(last);
+}
+
+/* A file still open, with edits no close has saved yet, when the worker
+ * ends the session: the final sync saves and pushes them. */
+Test(mount_sync_unmount, edits_in_a_file_still_open_are_pushed_at_sigterm)
+{
+    sy_mount(false, "");
+    sy_after_sync();
+    int pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/open.md", mnt);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "still open\n", 11), 11);
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    bool gone = false;
+    for (int i = 0; i < 35 * 10 && !gone; i++) {
+        gone = !alive(pid);
+        if (!gone)
+            usleep(100 * 1000);
+    }
+    close(fd); /* the mount is gone: the error does not matter */
+    cr_assert(gone, "the daemon did not exit after SIGTERM");
+    char *c = sy_content("/open.md");
+    cr_expect_str_eq(c ? c : "(missing)", "still open\n", "the open file's edit was lost");
+    free(c);
 }

@@ -134,6 +134,38 @@ void db_rollback(struct cache *c)
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
+int db_collect(struct cache *c, sqlite3_stmt *st, size_t elem, void **out, size_t *n,
+               int (*fill)(sqlite3_stmt *st, void *item), const char *what)
+{
+    size_t cap = 0;
+    int rc;
+    *out = NULL;
+    *n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            void *v = realloc(*out, ncap * elem);
+            if (!v) {
+                rc = -ENOMEM;
+                break;
+            }
+            *out = v;
+            cap = ncap;
+        }
+        void *item = (char *)*out + *n * elem;
+        memset(item, 0, elem);
+        (*n)++; /* counted first, so the caller's free sees a partial item */
+        if ((rc = fill(st, item)))
+            break;
+    }
+    if (rc == SQLITE_DONE)
+        rc = 0;
+    else if (rc > 0)
+        rc = db_fail(c, rc, what);
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int64_t db_now_ns(void)
 {
     struct timespec ts;

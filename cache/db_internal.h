@@ -37,6 +37,14 @@ static inline void db_unlock(struct cache *c)
 
 int64_t db_now_ns(void);
 
+/* Steps st (prepared and bound by the caller, who holds c->lock) and
+ * appends one item of elem bytes per row to the array *out (malloc'd,
+ * *n items), zeroed and then filled by fill (0 or a negative errno).
+ * Finalizes st.  On failure the items filled so far stay in *out for the
+ * caller to free. */
+int db_collect(struct cache *c, sqlite3_stmt *st, size_t elem, void **out, size_t *n,
+               int (*fill)(sqlite3_stmt *st, void *item), const char *what);
+
 /* The columns db_row_to_node reads, in its order (nodes.c). */
 #define NODE_COLS                                                                                  \
     "ino, parent, name, path, is_dir, size, mtime, ctime, sha, memory_id, base_sha, state,"      \

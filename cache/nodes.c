@@ -257,42 +257,31 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
     return rc;
 }
 
+static int fill_missing(sqlite3_stmt *st, void *item)
+{
+    struct cache_missing *m = item;
+    copy_text(m->memory_id, CACHE_ID_MAX, st, 0);
+    copy_text(m->sha, SHA256_HEX_LEN + 1, st, 1);
+    return 0;
+}
+
 int cache_missing_content(struct cache *c, const char *store_id, struct cache_missing **out,
                           size_t *n)
 {
     sqlite3_stmt *st;
+    void *items = NULL;
     *out = NULL;
     *n = 0;
-    size_t cap = 0;
     db_lock(c);
     int rc = db_prepare(c, "SELECT memory_id, sha FROM nodes WHERE store = ? AND is_dir = 0"
                            " AND unlinked = 0 AND memory_id IS NOT NULL AND sha IS NOT NULL"
                            " AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)"
                            " ORDER BY path", &st);
-    if (rc)
-        goto out;
-    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            struct cache_missing *v = realloc(*out, ncap * sizeof(*v));
-            if (!v) {
-                rc = -ENOMEM;
-                break;
-            }
-            *out = v;
-            cap = ncap;
-        }
-        copy_text((*out)[*n].memory_id, CACHE_ID_MAX, st, 0);
-        copy_text((*out)[*n].sha, SHA256_HEX_LEN + 1, st, 1);
-        (*n)++;
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = db_collect(c, st, sizeof(**out), &items, n, fill_missing, "missing content");
+        *out = items;
     }
-    if (rc == SQLITE_DONE)
-        rc = 0;
-    else if (rc > 0)
-        rc = db_fail(c, rc, "missing content");
-    sqlite3_finalize(st);
-out:
     db_unlock(c);
     if (rc) {
         free(*out);
@@ -302,37 +291,25 @@ out:
     return rc;
 }
 
+static int fill_store(sqlite3_stmt *st, void *item)
+{
+    struct cache_store *s = item;
+    copy_text(s->id, CACHE_ID_MAX, st, 0);
+    s->read_only = sqlite3_column_int(st, 1) != 0;
+    return 0;
+}
+
 int cache_stores(struct cache *c, struct cache_store **out, size_t *n)
 {
     sqlite3_stmt *st;
-    size_t cap = 0;
+    void *items = NULL;
     *out = NULL;
     *n = 0;
     db_lock(c);
     int rc = db_prepare(c, "SELECT id, read_only FROM stores ORDER BY id", &st);
-    if (rc)
-        goto out;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            size_t ncap = cap ? cap * 2 : 8;
-            struct cache_store *v = realloc(*out, ncap * sizeof(*v));
-            if (!v) {
-                rc = -ENOMEM;
-                break;
-            }
-            *out = v;
-            cap = ncap;
-        }
-        copy_text((*out)[*n].id, CACHE_ID_MAX, st, 0);
-        (*out)[*n].read_only = sqlite3_column_int(st, 1) != 0;
-        (*n)++;
-    }
-    if (rc == SQLITE_DONE)
-        rc = 0;
-    else if (rc > 0)
-        rc = db_fail(c, rc, "list stores");
-    sqlite3_finalize(st);
-out:
+    if (!rc)
+        rc = db_collect(c, st, sizeof(**out), &items, n, fill_store, "list stores");
+    *out = items;
     db_unlock(c);
     if (rc) {
         free(*out);

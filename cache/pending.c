@@ -54,50 +54,33 @@ void cache_tombstones_free(struct cache_tombstone *v, size_t n)
     free(v);
 }
 
+static int fill_tombstone(sqlite3_stmt *st, void *item)
+{
+    struct cache_tombstone *t = item;
+    snprintf(t->memory_id, sizeof(t->memory_id), "%s", (const char *)sqlite3_column_text(st, 0));
+    snprintf(t->base_sha, sizeof(t->base_sha), "%s", (const char *)sqlite3_column_text(st, 1));
+    t->base_path = strdup((const char *)sqlite3_column_text(st, 2));
+    t->deleted_at_ns = sqlite3_column_int64(st, 3);
+    return t->base_path ? 0 : -ENOMEM;
+}
+
 int cache_tombstones(struct cache *c, const char *store_id, struct cache_tombstone **out,
                      size_t *n)
 {
     sqlite3_stmt *st;
-    size_t cap = 0;
+    void *items = NULL;
     *out = NULL;
     *n = 0;
     db_lock(c);
     int rc = db_prepare(c, "SELECT memory_id, COALESCE(base_sha, ''), COALESCE(base_path, ''),"
                            " deleted_at FROM tombstones WHERE store = ? ORDER BY deleted_at,"
                            " memory_id", &st);
-    if (rc)
-        goto out;
-    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            struct cache_tombstone *v = realloc(*out, ncap * sizeof(*v));
-            if (!v) {
-                rc = -ENOMEM;
-                break;
-            }
-            *out = v;
-            cap = ncap;
-        }
-        struct cache_tombstone *t = &(*out)[*n];
-        memset(t, 0, sizeof(*t));
-        snprintf(t->memory_id, sizeof(t->memory_id), "%s",
-                 (const char *)sqlite3_column_text(st, 0));
-        snprintf(t->base_sha, sizeof(t->base_sha), "%s", (const char *)sqlite3_column_text(st, 1));
-        t->base_path = strdup((const char *)sqlite3_column_text(st, 2));
-        t->deleted_at_ns = sqlite3_column_int64(st, 3);
-        if (!t->base_path) {
-            rc = -ENOMEM;
-            break;
-        }
-        (*n)++;
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = db_collect(c, st, sizeof(**out), &items, n, fill_tombstone,
+                        "list tombstones");
+        *out = items;
     }
-    if (rc == SQLITE_DONE)
-        rc = 0;
-    else if (rc > 0)
-        rc = db_fail(c, rc, "list tombstones");
-    sqlite3_finalize(st);
-out:
     db_unlock(c);
     if (rc) {
         cache_tombstones_free(*out, *n);

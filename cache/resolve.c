@@ -154,51 +154,34 @@ void cache_conflicts_free(struct cache_conflict *v, size_t n)
     free(v);
 }
 
+static int fill_conflict(sqlite3_stmt *st, void *item)
+{
+    struct cache_conflict *x = item;
+    x->id = sqlite3_column_int64(st, 0);
+    x->path = strdup((const char *)sqlite3_column_text(st, 1));
+    snprintf(x->memory_id, sizeof(x->memory_id), "%s", sqlite3_column_text(st, 2));
+    snprintf(x->local_sha, sizeof(x->local_sha), "%s", sqlite3_column_text(st, 3));
+    snprintf(x->remote_sha, sizeof(x->remote_sha), "%s", sqlite3_column_text(st, 4));
+    x->at_ns = sqlite3_column_int64(st, 5);
+    return x->path ? 0 : -ENOMEM;
+}
+
 int cache_conflicts(struct cache *c, const char *store_id, struct cache_conflict **out, size_t *n)
 {
     sqlite3_stmt *st;
-    size_t cap = 0;
+    void *items = NULL;
     *out = NULL;
     *n = 0;
     db_lock(c);
     int rc = db_prepare(c, "SELECT id, path, COALESCE(memory_id, ''), local_sha,"
                            " COALESCE(remote_sha, ''), at FROM conflicts"
                            " WHERE ?1 IS NULL OR store = ?1 ORDER BY id DESC", &st);
-    if (rc)
-        goto out;
-    if (store_id)
-        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            struct cache_conflict *v = realloc(*out, ncap * sizeof(*v));
-            if (!v) {
-                rc = -ENOMEM;
-                break;
-            }
-            *out = v;
-            cap = ncap;
-        }
-        struct cache_conflict *x = &(*out)[*n];
-        memset(x, 0, sizeof(*x));
-        x->id = sqlite3_column_int64(st, 0);
-        x->path = strdup((const char *)sqlite3_column_text(st, 1));
-        snprintf(x->memory_id, sizeof(x->memory_id), "%s", sqlite3_column_text(st, 2));
-        snprintf(x->local_sha, sizeof(x->local_sha), "%s", sqlite3_column_text(st, 3));
-        snprintf(x->remote_sha, sizeof(x->remote_sha), "%s", sqlite3_column_text(st, 4));
-        x->at_ns = sqlite3_column_int64(st, 5);
-        (*n)++;
-        if (!x->path) {
-            rc = -ENOMEM;
-            break;
-        }
+    if (!rc) {
+        if (store_id)
+            sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = db_collect(c, st, sizeof(**out), &items, n, fill_conflict, "list conflicts");
+        *out = items;
     }
-    if (rc == SQLITE_DONE)
-        rc = 0;
-    else if (rc > 0)
-        rc = db_fail(c, rc, "list conflicts");
-    sqlite3_finalize(st);
-out:
     db_unlock(c);
     if (rc) {
         cache_conflicts_free(*out, *n);
@@ -235,40 +218,29 @@ void cache_refused_free(struct cache_refused *v, size_t n)
     free(v);
 }
 
+static int fill_refused(sqlite3_stmt *st, void *item)
+{
+    struct cache_refused *r = item;
+    r->path = strdup((const char *)sqlite3_column_text(st, 0));
+    r->why = strdup((const char *)sqlite3_column_text(st, 1));
+    return r->path && r->why ? 0 : -ENOMEM;
+}
+
 int cache_refused_files(struct cache *c, const char *store_id, struct cache_refused **out,
                         size_t *n)
 {
     sqlite3_stmt *st;
-    size_t cap = 0;
+    void *items = NULL;
     *out = NULL;
     *n = 0;
     db_lock(c);
     int rc = db_prepare(c, "SELECT path, COALESCE(refused_why, '') FROM nodes WHERE store = ?"
                            " AND state = 2 AND unlinked = 0 ORDER BY path", &st);
-    if (rc)
-        goto out;
-    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            struct cache_refused *v = realloc(*out, ncap * sizeof(*v));
-            if (!v) {
-                rc = -ENOMEM;
-                break;
-            }
-            *out = v;
-            cap = ncap;
-        }
-        (*out)[*n].path = strdup((const char *)sqlite3_column_text(st, 0));
-        (*out)[*n].why = strdup((const char *)sqlite3_column_text(st, 1));
-        (*n)++;
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = db_collect(c, st, sizeof(**out), &items, n, fill_refused, "list refused");
+        *out = items;
     }
-    if (rc == SQLITE_DONE)
-        rc = 0;
-    else if (rc > 0)
-        rc = db_fail(c, rc, "list refused");
-    sqlite3_finalize(st);
-out:
     db_unlock(c);
     if (rc) {
         cache_refused_free(*out, *n);

@@ -24,7 +24,7 @@
 
 struct fault {
     int id;
-    struct fault_hit hit;
+    struct fault_hit hit; /* hit.body owned by the fault */
     long count;     /* left; meaningless when forever */
     bool forever;   /* count 0 at creation */
     char method[16]; /* "" = any */
@@ -59,9 +59,17 @@ int faults_new(struct faults **out)
 
 static void clear_faults(struct faults *f)
 {
-    for (size_t i = 0; i < f->n; i++)
+    for (size_t i = 0; i < f->n; i++) {
         free(f->v[i].glob);
+        free(f->v[i].hit.body);
+    }
     f->n = 0;
+}
+
+void fault_hit_release(struct fault_hit *hit)
+{
+    free(hit->body);
+    hit->body = NULL;
 }
 
 static void clear_stats(struct faults *f)
@@ -128,8 +136,12 @@ void faults_match(struct faults *f, const char *method, const char *path, struct
         if (ft->glob && fnmatch(ft->glob, path, 0) != 0)
             continue;
         *hit = ft->hit;
+        hit->body = ft->hit.body ? strdup(ft->hit.body) : NULL;
+        if (ft->hit.body && !hit->body) /* ENOMEM: answer 500 rather than a wrong body */
+            *hit = (struct fault_hit){.action = FAULT_STATUS, .status = 500};
         if (!ft->forever && --ft->count <= 0) {
             free(ft->glob);
+            free(ft->hit.body);
             memmove(&f->v[i], &f->v[i + 1], (f->n - i - 1) * sizeof(*ft));
             f->n--;
         }
@@ -205,12 +217,28 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
         ft.hit.action = FAULT_LATENCY;
     } else if (strcmp(action, "drop_after_commit") == 0) {
         ft.hit.action = FAULT_DROP;
+    } else if (strcmp(action, "drop") == 0) {
+        ft.hit.action = FAULT_CUT;
+    } else if (strcmp(action, "reply") == 0) {
+        ft.hit.action = FAULT_REPLY;
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(body, "body");
+        if (!b) {
+            reply_invalid(rp, "a reply fault needs body (any JSON value)");
+            goto out;
+        }
+        if (!status)
+            status = 200;
+        if (!(ft.hit.body = cJSON_PrintUnformatted(b))) {
+            reply_errno(rp, -ENOMEM);
+            goto out;
+        }
     } else {
-        reply_invalid(rp, "action must be status, latency or drop_after_commit");
+        reply_invalid(rp, "action must be status, latency, drop_after_commit, drop or reply");
         goto out;
     }
     if (method && strlen(method) >= sizeof(ft.method)) {
         reply_invalid(rp, "method is too long");
+        free(ft.hit.body);
         goto out;
     }
     ft.hit.status = (unsigned)status;
@@ -219,6 +247,7 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
     ft.forever = count == 0;
     snprintf(ft.method, sizeof(ft.method), "%s", method ? method : "");
     if (glob && !(ft.glob = strdup(glob))) {
+        free(ft.hit.body);
         reply_errno(rp, -ENOMEM);
         goto out;
     }
@@ -229,6 +258,7 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
         if (!v) {
             pthread_mutex_unlock(&f->lock);
             free(ft.glob);
+            free(ft.hit.body);
             reply_errno(rp, -ENOMEM);
             goto out;
         }

@@ -170,14 +170,23 @@ int versions_insert(struct db *db, const char *store_id, const char *mem_id, con
                     const char *actor, const char *now, char out_id[MSD_ID_MAX]);
 
 /* ---- faults.c ---- */
-enum fault_action { FAULT_NONE = 0, FAULT_STATUS, FAULT_LATENCY, FAULT_DROP };
+enum fault_action {
+    FAULT_NONE = 0,
+    FAULT_STATUS,  /* answer status at once, nothing served */
+    FAULT_LATENCY, /* sleep, then serve */
+    FAULT_DROP,    /* serve and commit, then close without an answer */
+    FAULT_CUT,     /* close the connection at once: nothing served */
+    FAULT_REPLY,   /* answer status with a canned body, nothing served */
+};
 struct fault_hit {
     enum fault_action action;
     unsigned status;
     long latency_ms;
     char retry_after[32];
     char retry_after_ms[32];
+    char *body; /* FAULT_REPLY: malloc'd copy for the caller (fault_hit_release) */
 };
+void fault_hit_release(struct fault_hit *hit);
 int faults_new(struct faults **out);
 void faults_free(struct faults **f);
 /* Counts a /v1 request under route ("METHOD template" or NULL). */

@@ -12,7 +12,9 @@
  *              fault's error and touch nothing; latency: sleep) -> auth ->
  *              anthropic-beta rule -> size cap -> route handler; a
  *              drop_after_commit fault returns MHD_NO after the handler has
- *              committed, which closes the connection with no response;
+ *              committed, which closes the connection with no response; a
+ *              drop fault does the same without serving; a reply fault
+ *              answers its canned status and body without serving;
  *   /admin/... x-admin-key (404 when no admin key was configured) -> faults.c
  * Every answer carries request-id: req_... and content-type JSON.
  *
@@ -177,6 +179,18 @@ static void dispatch_v1(struct server *s, struct MHD_Connection *c, struct conn_
 
     struct fault_hit hit;
     faults_match(srv->faults, rq->method, rq->path, &hit);
+    *drop = false;
+    if (hit.action == FAULT_CUT) {
+        *drop = true;
+        goto out;
+    }
+    if (hit.action == FAULT_REPLY) {
+        rp->status = hit.status;
+        rp->body = hit.body; /* the reply owns it now */
+        rp->body_len = strlen(hit.body);
+        hit.body = NULL;
+        goto out;
+    }
     if (hit.action == FAULT_STATUS) {
         reply_error(rp, hit.status, reply_error_type(hit.status), "injected fault: status %u",
                     hit.status);
@@ -220,6 +234,7 @@ static void dispatch_v1(struct server *s, struct MHD_Connection *c, struct conn_
     rq->actor_key_id = NULL;
     *drop = hit.action == FAULT_DROP;
 out:
+    fault_hit_release(&hit);
     free(copy);
 }
 
@@ -323,7 +338,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                  (double)(now.tv_sec - cr->start.tv_sec) * 1e3 +
                      (double)(now.tv_nsec - cr->start.tv_nsec) / 1e6);
         log_debug("request", "method", method, "path", url, "status", status, "ms", ms,
-                  "request_id", cr->request_id, "fault", drop ? "drop_after_commit" : NULL);
+                  "request_id", cr->request_id, "fault", drop ? "drop" : NULL);
     }
     if (drop) {
         reply_release(&rp);

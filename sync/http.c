@@ -79,6 +79,9 @@ struct slot {
     int should_retry; /* x-should-retry: -1 absent, 0 false, 1 true */
     char ra_ms[32], ra[64], rid[64];
     char errbuf[CURL_ERROR_SIZE];
+    int sends; /* times this attempt's request headers went out (libcurl
+                * resends on a fresh connection by itself when a kept-alive
+                * one closed without an answer) */
 };
 
 struct run {
@@ -354,6 +357,18 @@ static void log_path(char *dst, size_t dlen, const char *path)
     dst[n] = '\0';
 }
 
+/* Counts each time the request goes out on the wire: libcurl resends a
+ * request whose reused connection died before any answer, without telling
+ * its caller, and a write the server committed before that must not be
+ * taken for someone else's (reconcile.c, "lost answers"). */
+static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *user)
+{
+    struct slot *s = user;
+    if (type == CURLINFO_HEADER_OUT)
+        s->sends++;
+    return 0;
+}
+
 static int start_attempt(struct run *r, struct slot *s)
 {
     struct http_client *c = r->c;
@@ -372,6 +387,7 @@ static int start_attempt(struct run *r, struct slot *s)
     s->too_big = false;
     s->should_retry = -1;
     s->ra_ms[0] = s->ra[0] = s->rid[0] = s->errbuf[0] = '\0';
+    s->sends = 0;
 
     CURLcode rc = curl_easy_setopt(e, CURLOPT_URL, url.p);
     jbuf_release(&url); /* libcurl copied it */
@@ -390,6 +406,9 @@ static int start_attempt(struct run *r, struct slot *s)
     curl_easy_setopt(e, CURLOPT_HEADERDATA, s);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
     curl_easy_setopt(e, CURLOPT_PRIVATE, s);
+    curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, on_debug);
+    curl_easy_setopt(e, CURLOPT_DEBUGDATA, s);
+    curl_easy_setopt(e, CURLOPT_VERBOSE, 1L); /* only feeds on_debug */
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, call->body ? c->hdrs_body : c->hdrs);
     if (strcmp(call->method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
@@ -459,7 +478,7 @@ static void end_attempt(struct run *r, struct slot *s, CURLcode cc, const struct
     curl_easy_cleanup(s->easy);
     s->easy = NULL;
     r->running--;
-    call->attempts++;
+    call->attempts += s->sends > 1 ? s->sends : 1;
     call->new_conns += (int)nconn;
 
     int err;
@@ -515,7 +534,7 @@ static void abort_all(struct run *r, int err)
             curl_easy_cleanup(s->easy);
             s->easy = NULL;
             r->running--;
-            s->call->attempts++;
+            s->call->attempts += s->sends > 1 ? s->sends : 1;
         }
         jbuf_release(&s->body);
         finish_slot(r, s, status, err);

@@ -59,7 +59,9 @@ struct http_call {
     char *resp;          /* body of the last response, NUL-terminated, or NULL;
                           * owned by the call: http_call_clear frees it */
     size_t resp_len;
-    int attempts;        /* requests actually sent (>= 1 unless cancelled) */
+    int attempts;        /* requests that may have reached the server: one per
+                          * attempt, and each resend libcurl made on its own
+                          * (>= 1 unless cancelled before starting) */
     int new_conns;       /* connections opened for this call (keep-alive check) */
     char request_id[64]; /* request-id response header (or "") */
 };

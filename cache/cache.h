@@ -27,6 +27,9 @@ struct cache;
 
 enum cnode_state { CNODE_CLEAN = 0, CNODE_DIRTY = 1, CNODE_REFUSED = 2 };
 
+/* --sync-deletions, as the cache records it with every deletion. */
+enum cache_del_mode { CACHE_DEL_ENABLED = 0, CACHE_DEL_LOG_ONLY = 1, CACHE_DEL_DISABLED = 2 };
+
 /* One node as the cache holds it.  Owned by the caller (fixed buffers but
  * for path, name and base_path, which cnode_clear frees). */
 struct cnode {
@@ -45,7 +48,15 @@ struct cnode {
     bool has_content;                   /* the bytes of sha are in the cache */
     bool unlinked;                      /* removed; kept while the kernel may use it */
     char refused_sha[SHA256_HEX_LEN + 1]; /* content the server refused, "" if none */
+    int unsaved;                        /* enum cache_saved */
 };
+
+/* Whether a file's content is one a writer finished (cache column unsaved):
+ * only SAVED content is pushed by a periodic sync; HELD content (saved by
+ * a close of one descriptor while the file is still open for writing) is
+ * pushed by the final sync and after a restart; NEW files (made by an open,
+ * never flushed) are never pushed as they are. */
+enum cache_saved { CACHE_SAVED = 0, CACHE_NEW = 1, CACHE_HELD = 2 };
 
 void cnode_clear(struct cnode *n);
 
@@ -54,9 +65,14 @@ void cnode_clear(struct cnode *n);
 int cache_open(const char *dir, struct cache **out);
 void cache_close(struct cache **c);
 
-/* Makes sure the store has a row and a root node; gives the root's ino. */
+/* Makes sure the store has a row and a root node; gives the root's ino.
+ * A new mount is a new session: the deletions an earlier session kept
+ * local (log_only, disabled) end here, so those memories show again. */
 int cache_store_attach(struct cache *c, const char *store_id, bool read_only,
                        uint64_t *root_ino);
+/* The deletion mode of the mount that has the store now: every deletion
+ * made through it records this mode (cache_unlink, cache_rename). */
+int cache_store_set_mode(struct cache *c, const char *store_id, enum cache_del_mode mode);
 
 int cache_getattr(struct cache *c, uint64_t ino, struct cnode *out);
 int cache_lookup(struct cache *c, uint64_t parent, const char *name, struct cnode *out);
@@ -116,6 +132,8 @@ int cache_apply_remote(struct cache *c, const char *store_id, const struct cache
 struct cache_store_stats {
     uint64_t files, dirs, bytes, dirty, refused, missing_content;
     uint64_t tombstones; /* memories deleted locally, not yet remotely */
+    uint64_t kept_deletions; /* of those, made under log_only/disabled: never sent */
+    uint64_t unsaved;    /* files created by an open, never flushed (CACHE_NEW) */
     uint64_t conflicts;  /* conflict records kept (cache/resolve.c) */
 };
 int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *st);
@@ -148,6 +166,11 @@ int cache_gc_blobs(struct cache *c);
  * locally (state 1).  *out (may be NULL) receives the node; cnode_clear it. */
 int cache_create(struct cache *c, uint64_t parent, const char *name, bool is_dir,
                  int64_t now_ns, struct cnode *out);
+/* The same for the file an open(O_CREAT) makes: it is not pushed before a
+ * close or fsync saves it (cache_set_content), so a half-written file never
+ * reaches the store. */
+int cache_create_open(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
+                      struct cnode *out);
 
 /* Removes parent/name: a file (-EISDIR for a directory) or, with is_dir,
  * an empty directory (-ENOTDIR, -ENOTEMPTY).  A file that was synced
@@ -165,18 +188,22 @@ int cache_rename(struct cache *c, uint64_t parent, const char *name, uint64_t ne
                  const char *newname, unsigned flags);
 
 /* Replaces a file's content (over MEM_CONTENT_MAX_BYTES: -EFBIG, nothing
- * changed); the file is dirty unless it is back to its baseline.  sha_out
- * (may be NULL) receives the new hash. */
+ * changed); the file is dirty unless it is back to its baseline, and its
+ * content is CACHE_SAVED.  sha_out (may be NULL) receives the new hash. */
 int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
                       int64_t mtime_ns, char sha_out[SHA256_HEX_LEN + 1]);
 /* The same, for bytes edited from content expect_sha (an open file's
- * buffer): when the node holds other content now (a sync brought the
- * store's version, or removed the file, meanwhile), the store wins: the
- * bytes are kept as a conflict record, the node is left alone, and the
- * answer is -ESTALE. */
+ * buffer), saved as CACHE_HELD when held (a writer still has the file
+ * open) else CACHE_SAVED.  When the node holds other content now (a sync
+ * brought the store's version, or removed the file, meanwhile), the store
+ * wins: the bytes are kept as a conflict record, the node is left alone,
+ * and the answer is -ESTALE. */
 int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t len,
-                         int64_t mtime_ns, const char *expect_sha,
+                         int64_t mtime_ns, const char *expect_sha, bool held,
                          char sha_out[SHA256_HEX_LEN + 1]);
+/* The last writer of a file closed it (or fsynced it): content saved as
+ * CACHE_HELD becomes CACHE_SAVED. */
+int cache_mark_saved(struct cache *c, uint64_t ino);
 /* Sets a node's modification time (touch). */
 int cache_set_mtime(struct cache *c, uint64_t ino, int64_t mtime_ns);
 /* Marks a clean file dirty before its new content lands, so that a remote
@@ -185,10 +212,12 @@ int cache_mark_dirty(struct cache *c, uint64_t ino);
 
 /* ---- What the sync push needs (cache/write.c) ---- */
 
-/* Every live dirty file of the store (state 1), in path order; the cnode
- * carries the baseline (memory_id, base_sha, base_path: "" when never
- * synced). */
-int cache_dirty_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);
+/* Every live dirty file of the store (state 1) whose content may be
+ * pushed (CACHE_SAVED; with final, CACHE_HELD too: the last sync before
+ * the writer goes away), in path order; the cnode carries the baseline
+ * (memory_id, base_sha, base_path: "" when never synced). */
+int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_node_fn fn,
+                      void *arg);
 
 /* A memory deleted locally, to delete remotely. */
 struct cache_tombstone {
@@ -196,6 +225,7 @@ struct cache_tombstone {
     char base_sha[SHA256_HEX_LEN + 1];
     char *base_path;
     int64_t deleted_at_ns;
+    int mode;  /* enum cache_del_mode in force when it was removed */
 };
 /* *out is malloc'd; free it with cache_tombstones_free(*out, *n). */
 int cache_tombstones(struct cache *c, const char *store_id, struct cache_tombstone **out,
@@ -204,19 +234,77 @@ void cache_tombstones_free(struct cache_tombstone *v, size_t n);
 /* Forgets a tombstone once the remote delete is done (or moot). */
 int cache_tombstone_drop(struct cache *c, const char *store_id, const char *memory_id);
 
-/* Records that ino was pushed as memory_id with content sha at path: that
- * is its new baseline.  The file becomes clean only if its content and
- * path are still exactly what was pushed (a write meanwhile keeps it
- * dirty).  -ENOENT when the node is gone. */
+/* Records that the store holds memory_id with content sha at path, as
+ * ino's new baseline (an adoption: the file already has it).  The file
+ * becomes clean only if its content and path are exactly those (a write
+ * meanwhile keeps it dirty).  -ENOENT when the node does not exist. */
 int cache_mark_synced(struct cache *c, uint64_t ino, const char *memory_id, const char *sha,
                       const char *path);
-/* The same for an answer that arrives after the request was in flight:
- * expect_id is the memory the file had when the write was planned ("" for
- * none).  If the file was removed meanwhile, or took another memory's
- * identity, the memory pushed is recorded as deleted locally (a tombstone
- * with what it holds now) so the next sync deletes it. */
-int cache_mark_synced_if(struct cache *c, uint64_t ino, const char *expect_id,
-                         const char *memory_id, const char *sha, const char *path);
+
+/* ---- Uploads in flight and their answers (cache/sent.c) ---- */
+
+/* An upload that went out (create: memory_id ""), until its answer or a
+ * listing settles it.  ino follows the file through atomic saves. */
+struct cache_sent {
+    int64_t id;
+    uint64_t ino;
+    char memory_id[CACHE_ID_MAX];
+    char *path;                     /* the path sent (owned) */
+    char sha[SHA256_HEX_LEN + 1];   /* the content the memory holds if it applied */
+    /* cache_sent_add: the node's memory when the upload was planned;
+     * cache_sent_list: the node's memory now (and whether it is live). */
+    char node_id[CACHE_ID_MAX];
+    bool node_live;
+};
+/* Records v[0..n) (ino, memory_id, path, sha) before they are sent, in one
+ * transaction; fills each id.  An upload whose node was removed, or took
+ * another memory, since it was planned (node_id) is not recorded: its id
+ * is -1, and it must not be sent (the next sync decides again). */
+int cache_sent_add(struct cache *c, const char *store_id, struct cache_sent *v, size_t n);
+/* Every record of a store, oldest first; free with cache_sent_free. */
+int cache_sent_list(struct cache *c, const char *store_id, struct cache_sent **out, size_t *n);
+void cache_sent_free(struct cache_sent *v, size_t n);
+/* Settled without an answer to apply (refused, or a listing showed it). */
+int cache_sent_drop(struct cache *c, int64_t id);
+/* Forgets records older than before_ns (CLOCK_REALTIME ns). */
+int cache_sent_prune(struct cache *c, const char *store_id, int64_t before_ns);
+
+/* The answer to an upload: the store holds memory_id with (sha, path). */
+struct cache_answer {
+    int64_t sent_id;        /* its cache_sent record (0: none; then ino) */
+    uint64_t ino;           /* the node it was sent for */
+    const char *written_id; /* update: the memory the request named; create: "" */
+    const char *node_id;    /* the file's memory when the write was planned */
+    const char *memory_id, *sha, *path; /* what the answer says */
+};
+enum cache_answer_outcome {
+    CACHE_ANS_APPLIED,   /* the baseline of the file that owns it now (res.ino) */
+    CACHE_ANS_ORPHANED,  /* its file went meanwhile: recorded as a deletion */
+    CACHE_ANS_FOREIGN,   /* it names a memory another file or deletion has:
+                          * refused, nothing changed */
+};
+struct cache_answer_result {
+    enum cache_answer_outcome outcome;
+    uint64_t ino;
+};
+/* Applies an answer in one transaction (see the top of cache/sent.c) and
+ * drops its record unless it is refused. */
+int cache_push_answered(struct cache *c, const char *store_id, const struct cache_answer *a,
+                        struct cache_answer_result *res);
+/* The node an upload belongs to now (0 when its record is gone). */
+uint64_t cache_sent_owner(struct cache *c, int64_t sent_id);
+/* What the cache last knew the store held for memory_id: the baseline of
+ * the live file (or deletion) that has it; *path malloc'd.  -ENOENT when
+ * none has it. */
+int cache_baseline_of(struct cache *c, const char *store_id, const char *memory_id,
+                      char sha[SHA256_HEX_LEN + 1], char **path, uint64_t *size);
+/* Whether a live file or a deletion of the store has memory_id. */
+bool cache_memory_known(struct cache *c, const char *store_id, const char *memory_id);
+/* A memory the store holds that no file owns any more (an upload whose
+ * file was removed before its lost answer could be applied): recorded as
+ * a deletion with (sha, path) and the store's deletion mode. */
+int cache_orphan(struct cache *c, const char *store_id, const char *memory_id, const char *sha,
+                 const char *path);
 
 /* ---- What the sync decides about a local file (cache/resolve.c) ----
  * Each changes ino only if it still holds content expect_sha at path
@@ -241,8 +329,13 @@ int cache_mark_refused(struct cache *c, uint64_t ino, const char *sha, const cha
 
 /* A local version that lost to the store: its bytes (already a blob) are
  * kept for the user to read back. */
+enum cache_conflict_kind {
+    CACHE_CONFLICT_STORE_WON = 0, /* the store's version replaced it */
+    CACHE_CONFLICT_UNSAVED = 1,   /* an edit no close or fsync saved before unmount */
+};
 struct cache_conflict {
     int64_t id;
+    int kind;                       /* enum cache_conflict_kind */
     char *path;
     char memory_id[CACHE_ID_MAX];
     char local_sha[SHA256_HEX_LEN + 1];
@@ -258,6 +351,10 @@ int cache_conflicts(struct cache *c, const char *store_id, struct cache_conflict
 void cache_conflicts_free(struct cache_conflict *v, size_t n);
 /* The lost bytes of conflict id (malloc'd). */
 int cache_conflict_content(struct cache *c, int64_t id, char **buf, size_t *len);
+/* The unsaved edit of a file still open when its store is unmounted: not
+ * content a writer closed or fsynced, so never pushed, but kept as a
+ * record (CACHE_CONFLICT_UNSAVED) instead of being lost. */
+int cache_keep_unsaved(struct cache *c, uint64_t ino, const char *buf, size_t len);
 
 /* Refused files of a store with the server's reason. */
 struct cache_refused {

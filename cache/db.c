@@ -53,7 +53,29 @@ static const char schema[] =
     "  memory_id TEXT, local_sha TEXT NOT NULL, remote_sha TEXT, at INTEGER NOT NULL);"
     "INSERT OR IGNORE INTO nodes(ino, store, parent, name, path, is_dir, mtime, ctime)"
     "  VALUES (1, '', NULL, '(root)', '', 1, 0, 0), (2, '', NULL, '(marker)', '', 0, 0, 0);"
-    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '1');";
+    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '1');"
+    /* uploads that went out and await their answer or the next listing
+     * (cache/sent.c); ino follows the file through atomic saves */
+    "CREATE TABLE IF NOT EXISTS sent("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT, store TEXT NOT NULL, ino INTEGER NOT NULL,"
+    "  memory_id TEXT NOT NULL DEFAULT '', path TEXT NOT NULL, sha TEXT NOT NULL,"
+    "  at INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS sent_store_ino ON sent(store, ino);";
+
+/* Columns added after the first schema, each added when a cache directory
+ * made by an older build lacks it (so no migration needs numbering). */
+static const struct {
+    const char *table, *column, *decl;
+} added_columns[] = {
+    /* a file created by an open that no close or fsync has saved yet */
+    {"nodes", "unsaved", "INTEGER NOT NULL DEFAULT 0"},
+    /* --sync-deletions in force when the memory was removed (cache_del_mode) */
+    {"tombstones", "mode", "INTEGER NOT NULL DEFAULT 0"},
+    /* the mode of the daemon that has the store mounted now */
+    {"stores", "deletions", "INTEGER NOT NULL DEFAULT 0"},
+    /* why the record was kept (enum cache_conflict_kind) */
+    {"conflicts", "kind", "INTEGER NOT NULL DEFAULT 0"},
+};
 
 int db_errno(int rc)
 {
@@ -116,6 +138,18 @@ int db_exec(struct cache *c, const char *sql)
         return db_errno(rc);
     }
     return 0;
+}
+
+int db_exec_bound(struct cache *c, const char *sql, const char *text)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, sql, &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, text, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, sql);
 }
 
 int db_begin(struct cache *c)
@@ -197,6 +231,30 @@ static int make_dirs(const char *dir)
     return rc;
 }
 
+/* ALTER TABLE table ADD COLUMN column decl, unless it is there already. */
+static int add_column(struct cache *c, const char *table, const char *column, const char *decl)
+{
+    char *sql = sqlite3_mprintf("SELECT 1 FROM pragma_table_info(%Q) WHERE name = %Q", table,
+                                column);
+    if (!sql)
+        return -ENOMEM;
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, sql, &st);
+    sqlite3_free(sql);
+    if (rc)
+        return rc;
+    bool have = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    if (have)
+        return 0;
+    sql = sqlite3_mprintf("ALTER TABLE \"%w\" ADD COLUMN \"%w\" %s", table, column, decl);
+    if (!sql)
+        return -ENOMEM;
+    rc = db_exec(c, sql);
+    sqlite3_free(sql);
+    return rc;
+}
+
 int cache_open(const char *dir, struct cache **out)
 {
     *out = NULL;
@@ -230,6 +288,9 @@ int cache_open(const char *dir, struct cache **out)
                     "PRAGMA foreign_keys=OFF;");
     if (!rc)
         rc = db_exec(c, schema);
+    for (size_t i = 0; !rc && i < sizeof(added_columns) / sizeof(added_columns[0]); i++)
+        rc = add_column(c, added_columns[i].table, added_columns[i].column,
+                        added_columns[i].decl);
     if (rc)
         goto fail;
     free(file);

@@ -22,6 +22,8 @@ int db_fail(struct cache *c, int rc, const char *what);
 int db_prepare(struct cache *c, const char *sql, sqlite3_stmt **st);
 /* Runs sql with no results. */
 int db_exec(struct cache *c, const char *sql);
+/* Runs one statement with no results, its ?1 bound to text. */
+int db_exec_bound(struct cache *c, const char *sql, const char *text);
 int db_begin(struct cache *c);
 int db_commit(struct cache *c);
 void db_rollback(struct cache *c);
@@ -37,6 +39,12 @@ static inline void db_unlock(struct cache *c)
 
 int64_t db_now_ns(void);
 
+/* Records memory_id as deleted locally (INSERT OR REPLACE a tombstone) with
+ * base (sha, path) and mode (-1: the store's current mode).  Caller holds
+ * c->lock. */
+int db_tombstone(struct cache *c, const char *store_id, const char *memory_id, const char *sha,
+                 const char *path, int mode);
+
 /* Steps st (prepared and bound by the caller, who holds c->lock) and
  * appends one item of elem bytes per row to the array *out (malloc'd,
  * *n items), zeroed and then filled by fill (0 or a negative errno).
@@ -49,7 +57,7 @@ int db_collect(struct cache *c, sqlite3_stmt *st, size_t elem, void **out, size_
 #define NODE_COLS                                                                                  \
     "ino, parent, name, path, is_dir, size, mtime, ctime, sha, memory_id, base_sha, state,"      \
     " (sha IS NOT NULL AND EXISTS(SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)),"           \
-    " base_path, unlinked, refused_sha"
+    " base_path, unlinked, refused_sha, unsaved"
 /* Fills n from a row selected with NODE_COLS (n is cleared with cnode_clear). */
 int db_row_to_node(sqlite3_stmt *st, struct cnode *n);
 

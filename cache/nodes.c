@@ -59,6 +59,7 @@ int db_row_to_node(sqlite3_stmt *st, struct cnode *n)
     n->has_content = sqlite3_column_int(st, 12) != 0;
     n->unlinked = sqlite3_column_int(st, 14) != 0;
     copy_text(n->refused_sha, sizeof(n->refused_sha), st, 15);
+    n->unsaved = sqlite3_column_int(st, 16);
     return 0;
 }
 
@@ -101,6 +102,24 @@ int cache_store_attach(struct cache *c, const char *store_id, bool read_only, ui
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
         if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
             rc = db_fail(c, rc, "drop unlinked nodes");
+            goto out;
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+        /* Content a writer of the last session still held open is what it
+         * last closed: saved now, no writer can come back for it. */
+        rc = db_exec_bound(c, "UPDATE nodes SET unsaved = 0 WHERE store = ? AND unsaved = 2",
+                           store_id);
+        if (rc)
+            goto out;
+        /* A deletion kept local by log_only or disabled lasts one session:
+         * the memory is still in the store and shows again now. */
+        rc = db_prepare(c, "DELETE FROM tombstones WHERE store = ? AND mode != 0", &st);
+        if (rc)
+            goto out;
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
+            rc = db_fail(c, rc, "end kept deletions");
             goto out;
         }
         sqlite3_finalize(st);
@@ -221,6 +240,23 @@ int cache_store_files(struct cache *c, const char *store_id, cache_node_fn fn, v
     return rc;
 }
 
+int cache_store_set_mode(struct cache *c, const char *store_id, enum cache_del_mode mode)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "UPDATE stores SET deletions = ? WHERE id = ?", &st);
+    if (!rc) {
+        sqlite3_bind_int(st, 1, (int)mode);
+        sqlite3_bind_text(st, 2, store_id, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+        rc = rc == SQLITE_DONE ? (sqlite3_changes(c->db) ? 0 : -ENOENT)
+                               : db_fail(c, rc, "set deletion mode");
+        sqlite3_finalize(st);
+    }
+    db_unlock(c);
+    return rc;
+}
+
 int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *s)
 {
     sqlite3_stmt *st;
@@ -229,11 +265,14 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
     int rc = db_prepare(c,
         "SELECT COALESCE(SUM(is_dir = 0), 0), COALESCE(SUM(is_dir = 1 AND parent IS NOT NULL), 0),"
         " COALESCE(SUM(CASE WHEN is_dir = 0 THEN size ELSE 0 END), 0),"
-        " COALESCE(SUM(is_dir = 0 AND state = 1), 0), COALESCE(SUM(is_dir = 0 AND state = 2), 0),"
+        " COALESCE(SUM(is_dir = 0 AND state = 1 AND unsaved != 1), 0),"
+        " COALESCE(SUM(is_dir = 0 AND state = 2), 0),"
         " COALESCE(SUM(is_dir = 0 AND (sha IS NULL OR NOT EXISTS"
         "   (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))), 0),"
         " (SELECT count(*) FROM tombstones t WHERE t.store = ?1),"
-        " (SELECT count(*) FROM conflicts k WHERE k.store = ?1)"
+        " (SELECT count(*) FROM conflicts k WHERE k.store = ?1),"
+        " (SELECT count(*) FROM tombstones t WHERE t.store = ?1 AND t.mode != 0),"
+        " COALESCE(SUM(is_dir = 0 AND unsaved = 1), 0)"
         " FROM nodes WHERE store = ?1 AND unlinked = 0", &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
@@ -247,6 +286,8 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
             s->missing_content = (uint64_t)sqlite3_column_int64(st, 5);
             s->tombstones = (uint64_t)sqlite3_column_int64(st, 6);
             s->conflicts = (uint64_t)sqlite3_column_int64(st, 7);
+            s->kept_deletions = (uint64_t)sqlite3_column_int64(st, 8);
+            s->unsaved = (uint64_t)sqlite3_column_int64(st, 9);
             rc = 0;
         } else {
             rc = db_fail(c, rc, "store stats");

@@ -8,7 +8,9 @@
  * -EAGAIN, nothing changes, and the next sync decides again, so a write
  * that lands during a sync is never overwritten by it.
  * Conflict records point at blobs (their local_sha): cache_gc_blobs keeps
- * those.  Every function takes c->lock for its whole duration. */
+ * those.  A record is either a local version the store won over, or the
+ * unsaved edit of a file still open at unmount (cache_keep_unsaved), which
+ * was never content a writer closed, so it is kept but never pushed.  Every function takes c->lock for its whole duration. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +160,7 @@ static int fill_conflict(sqlite3_stmt *st, void *item)
 {
     struct cache_conflict *x = item;
     x->id = sqlite3_column_int64(st, 0);
+    x->kind = sqlite3_column_int(st, 6);
     x->path = strdup((const char *)sqlite3_column_text(st, 1));
     snprintf(x->memory_id, sizeof(x->memory_id), "%s", sqlite3_column_text(st, 2));
     snprintf(x->local_sha, sizeof(x->local_sha), "%s", sqlite3_column_text(st, 3));
@@ -174,7 +177,7 @@ int cache_conflicts(struct cache *c, const char *store_id, struct cache_conflict
     *n = 0;
     db_lock(c);
     int rc = db_prepare(c, "SELECT id, path, COALESCE(memory_id, ''), local_sha,"
-                           " COALESCE(remote_sha, ''), at FROM conflicts"
+                           " COALESCE(remote_sha, ''), at, kind FROM conflicts"
                            " WHERE ?1 IS NULL OR store = ?1 ORDER BY id DESC", &st);
     if (!rc) {
         if (store_id)
@@ -207,6 +210,41 @@ int cache_conflict_content(struct cache *c, int64_t id, char **buf, size_t *len)
     }
     db_unlock(c);
     return rc ? rc : cache_blob_get(c, sha, buf, len);
+}
+
+int cache_keep_unsaved(struct cache *c, uint64_t ino, const char *buf, size_t len)
+{
+    char sha[SHA256_HEX_LEN + 1];
+    sha256_hex(buf, len, sha);
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_begin(c);
+    if (!rc)
+        rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_blob(st, 2, len ? buf : "", (int)len, SQLITE_STATIC);
+        rc = step_done(c, st, "keep unsaved content");
+    }
+    if (!rc)
+        rc = db_prepare(c, "INSERT INTO conflicts(store, path, memory_id, local_sha, remote_sha,"
+                           " at, kind) SELECT store, path, memory_id, ?2, sha, ?3, ?4"
+                           " FROM nodes WHERE ino = ?1 AND is_dir = 0", &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+        sqlite3_bind_text(st, 2, sha, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(st, 3, db_now_ns());
+        sqlite3_bind_int(st, 4, CACHE_CONFLICT_UNSAVED);
+        rc = step_done(c, st, "keep unsaved record");
+        if (!rc && sqlite3_changes(c->db) == 0)
+            rc = -ENOENT;
+    }
+    if (!rc)
+        rc = db_commit(c);
+    if (rc)
+        db_rollback(c);
+    db_unlock(c);
+    return rc;
 }
 
 void cache_refused_free(struct cache_refused *v, size_t n)

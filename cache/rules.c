@@ -184,6 +184,8 @@ int rules_check_content(const char *s, size_t n, const char **why)
         return fail(why, "content is larger than 102400 bytes", -EFBIG);
     if (!rules_utf8_valid(s, n))
         return fail(why, "content is not valid UTF-8", -EILSEQ);
+    if (memchr(s, '\0', n))
+        return fail(why, "content holds a NUL byte, which the API refuses", -EILSEQ);
     return 0;
 }
 

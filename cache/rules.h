@@ -29,7 +29,8 @@ int rules_check_segment(const char *name, const char **why);
 /* A list path_prefix: "/" or a valid path followed by "/". */
 int rules_check_prefix(const char *prefix, const char **why);
 
-/* Content: 0, -EFBIG (over 102,400 bytes) or -EILSEQ (not UTF-8). */
+/* Content: 0, -EFBIG (over 102,400 bytes) or -EILSEQ (not UTF-8, or a
+ * NUL byte, which the API refuses). */
 int rules_check_content(const char *s, size_t n, const char **why);
 
 /* The mount-path slug of a store name: lower-case, every run of characters

@@ -14,13 +14,23 @@
  *                 unlinked   removed; the row stays (parent NULL) while the
  *                            kernel may still use the inode, until the next
  *                            cache_open
- *  tombstones     (store, memory_id, base_sha, base_path, deleted_at): a
- *                 memory deleted locally that the sync must delete remotely;
+ *  tombstones     (store, memory_id, base_sha, base_path, deleted_at, mode):
+ *                 a memory deleted locally that the sync must delete
+ *                 remotely, under the deletion mode in force when it was
+ *                 removed (stores.deletions; log_only and disabled ones
+ *                 are never sent and end with the session);
  *                 cache_apply_remote never resurrects a tombstoned memory.
  *
  * Transitions:
  *  cache_create       file: new node, memory_id NULL, dirty, sha of "" (the
  *                     empty blob is stored); directory: state 1.
+ *  cache_create_open  the same, marked CACHE_NEW: never pushed as it is.
+ *  unsaved            enum cache_saved: content saved by the close of one
+ *                     descriptor while a writer still holds the file is
+ *                     CACHE_HELD (cache_set_content_if with held), pushed
+ *                     only by a final sync, until the last writer closes
+ *                     or fsyncs (cache_mark_saved: CACHE_SAVED); so no
+ *                     half-written file is pushed by a periodic sync.
  *  cache_set_content  blob + sha + size + mtime; state = clean if the file
  *                     is back to its baseline (same memory, sha, path), else
  *                     dirty.  Over 102,400 bytes: -EFBIG, nothing changes.
@@ -32,7 +42,8 @@
  *                     Over an existing file T: the moved file S takes T's
  *                     identity (memory_id, base_sha, base_path) when T has
  *                     one, and S's own memory, if any, gets a tombstone; T is
- *                     unlinked.  So an editor's write-temp-then-rename save
+ *                     unlinked, and T's uploads still in flight become S's
+ *                     (cache/sent.c applies their answers to S).  So an editor's write-temp-then-rename save
  *                     is one edit of T's memory and the temp file never
  *                     exists remotely.  Over an empty directory: it goes.
  *  cache_unlink       a synced file leaves a tombstone; every node removed
@@ -186,18 +197,7 @@ static int add_tombstone(struct cache *c, const char *store, const struct cnode 
 {
     if (!n->memory_id[0])
         return 0;
-    sqlite3_stmt *st;
-    int rc = db_prepare(c, "INSERT OR REPLACE INTO tombstones(store, memory_id, base_sha,"
-                           " base_path, deleted_at) VALUES (?, ?, NULLIF(?, ''), NULLIF(?, ''), ?)",
-                        &st);
-    if (rc)
-        return rc;
-    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, n->memory_id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, n->base_sha, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 4, n->base_path, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 5, db_now_ns());
-    return step_done(c, st, "add tombstone");
+    return db_tombstone(c, store, n->memory_id, n->base_sha, n->base_path, -1);
 }
 
 /* Detaches a node: unlinked, no identity (moved to a tombstone or to the
@@ -244,6 +244,7 @@ struct create_args {
     uint64_t parent;
     const char *name;
     bool is_dir;
+    bool unsaved; /* an open's file: not pushed before it is saved */
     int64_t now;
     struct cnode *out;
 };
@@ -276,8 +277,8 @@ static int create_tx(struct cache *c, void *arg)
     }
     if (!rc)
         rc = db_prepare(c, "INSERT INTO nodes(store, parent, name, path, is_dir, size, mtime,"
-                           " ctime, sha, state) VALUES (?, ?, ?, ?, ?, 0, ?, ?, NULLIF(?, ''), 1)",
-                        &st);
+                           " ctime, sha, state, unsaved)"
+                           " VALUES (?, ?, ?, ?, ?, 0, ?, ?, NULLIF(?, ''), 1, ?)", &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)a->parent);
@@ -287,6 +288,7 @@ static int create_tx(struct cache *c, void *arg)
         sqlite3_bind_int64(st, 6, a->now);
         sqlite3_bind_int64(st, 7, a->now);
         sqlite3_bind_text(st, 8, sha, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(st, 9, a->unsaved);
         rc = step_done(c, st, "create node");
     }
     if (!rc && a->out)
@@ -302,7 +304,16 @@ int cache_create(struct cache *c, uint64_t parent, const char *name, bool is_dir
 {
     if (out)
         memset(out, 0, sizeof(*out));
-    struct create_args a = {parent, name, is_dir, now_ns, out};
+    struct create_args a = {parent, name, is_dir, false, now_ns, out};
+    return in_tx(c, create_tx, &a);
+}
+
+int cache_create_open(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
+                      struct cnode *out)
+{
+    if (out)
+        memset(out, 0, sizeof(*out));
+    struct create_args a = {parent, name, false, true, now_ns, out};
     return in_tx(c, create_tx, &a);
 }
 
@@ -418,12 +429,21 @@ static int move_subtree(struct cache *c, const char *store, const char *old_path
 static int take_identity(struct cache *c, const char *store, const struct cnode *src,
                          const struct cnode *dst)
 {
-    if (!dst->memory_id[0])
-        return 0; /* the target was never synced: src keeps its own identity */
-    int rc = add_tombstone(c, store, src);
+    /* Uploads of dst still in flight are src's now: their answers are
+     * applied to the file that replaced it (cache/sent.c). */
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "UPDATE sent SET ino = ? WHERE ino = ?", &st);
     if (rc)
         return rc;
-    sqlite3_stmt *st;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)src->ino);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)dst->ino);
+    if ((rc = step_done(c, st, "move sent")))
+        return rc;
+    if (!dst->memory_id[0])
+        return 0; /* the target was never synced: src keeps its own identity */
+    rc = add_tombstone(c, store, src);
+    if (rc)
+        return rc;
     rc = db_prepare(c, "UPDATE nodes SET memory_id = ?, base_sha = NULLIF(?, ''),"
                        " base_path = NULLIF(?, '') WHERE ino = ?", &st);
     if (rc)
@@ -535,6 +555,7 @@ struct content_args {
     int64_t mtime;
     char *sha;
     const char *expect; /* the hash the bytes were edited from, or NULL */
+    bool held;          /* a writer still has the file open */
     bool kept;          /* out: the node had moved; kept as a conflict */
 };
 
@@ -542,11 +563,11 @@ struct content_args {
  * over it, or removed it): the store wins, and the buffer's bytes are kept
  * as a conflict record instead of overwriting the store's version. */
 static int keep_as_conflict(struct cache *c, const char *store, const struct cnode *n,
-                            const char *sha)
+                            const char *sha, int kind)
 {
     sqlite3_stmt *st;
     int rc = db_prepare(c, "INSERT INTO conflicts(store, path, memory_id, local_sha, remote_sha,"
-                           " at) VALUES (?, ?, NULLIF(?, ''), ?, NULLIF(?, ''), ?)", &st);
+                           " at, kind) VALUES (?, ?, NULLIF(?, ''), ?, NULLIF(?, ''), ?, ?)", &st);
     if (rc)
         return rc;
     sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
@@ -555,6 +576,7 @@ static int keep_as_conflict(struct cache *c, const char *store, const struct cno
     sqlite3_bind_text(st, 4, sha, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 5, n->sha, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 6, db_now_ns());
+    sqlite3_bind_int(st, 7, kind);
     return step_done(c, st, "keep conflict");
 }
 
@@ -580,7 +602,7 @@ static int content_tx(struct cache *c, void *arg)
     sqlite3_bind_blob(st, 2, a->len ? a->buf : "", (int)a->len, SQLITE_STATIC);
     rc = step_done(c, st, "put content");
     if (!rc && moved) {
-        rc = keep_as_conflict(c, store, &n, a->sha);
+        rc = keep_as_conflict(c, store, &n, a->sha, CACHE_CONFLICT_STORE_WON);
         a->kept = !rc;
         cnode_clear(&n);
         return rc; /* committed: the record stays, the node is left alone */
@@ -588,7 +610,7 @@ static int content_tx(struct cache *c, void *arg)
     cnode_clear(&n);
     if (rc)
         return rc;
-    rc = db_prepare(c, "UPDATE nodes SET sha = ?1, size = ?2, mtime = ?3, ctime = ?4,"
+    rc = db_prepare(c, "UPDATE nodes SET sha = ?1, size = ?2, mtime = ?3, ctime = ?4, unsaved = ?6,"
                        " state = CASE WHEN memory_id IS NOT NULL AND ?1 IS base_sha"
                        " AND path IS base_path THEN 0 ELSE 1 END WHERE ino = ?5", &st);
     if (rc)
@@ -598,24 +620,25 @@ static int content_tx(struct cache *c, void *arg)
     sqlite3_bind_int64(st, 3, a->mtime);
     sqlite3_bind_int64(st, 4, db_now_ns());
     sqlite3_bind_int64(st, 5, (sqlite3_int64)a->ino);
+    sqlite3_bind_int(st, 6, a->held ? CACHE_HELD : CACHE_SAVED);
     return step_done(c, st, "set content");
 }
 
 int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
                       int64_t mtime_ns, char sha_out[SHA256_HEX_LEN + 1])
 {
-    return cache_set_content_if(c, ino, buf, len, mtime_ns, NULL, sha_out);
+    return cache_set_content_if(c, ino, buf, len, mtime_ns, NULL, false, sha_out);
 }
 
 int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t len,
-                         int64_t mtime_ns, const char *expect_sha,
+                         int64_t mtime_ns, const char *expect_sha, bool held,
                          char sha_out[SHA256_HEX_LEN + 1])
 {
     if (len > MEM_CONTENT_MAX_BYTES)
         return -EFBIG;
     char sha[SHA256_HEX_LEN + 1];
     sha256_hex(buf, len, sha); /* outside the lock: hashing needs no database */
-    struct content_args a = {ino, buf, len, mtime_ns, sha, expect_sha, false};
+    struct content_args a = {ino, buf, len, mtime_ns, sha, expect_sha, held, false};
     int rc = in_tx(c, content_tx, &a);
     if (!rc && a.kept)
         return -ESTALE;
@@ -645,6 +668,19 @@ static int update_one(struct cache *c, uint64_t ino, const char *sql, int64_t va
 int cache_set_mtime(struct cache *c, uint64_t ino, int64_t mtime_ns)
 {
     return update_one(c, ino, "UPDATE nodes SET mtime = ?1, ctime = ?2 WHERE ino = ?3", mtime_ns);
+}
+
+int cache_mark_saved(struct cache *c, uint64_t ino)
+{
+    db_lock(c);
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "UPDATE nodes SET unsaved = 0 WHERE ino = ? AND unsaved = 2", &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+        rc = step_done(c, st, "mark saved");
+    }
+    db_unlock(c);
+    return rc;
 }
 
 int cache_mark_dirty(struct cache *c, uint64_t ino)

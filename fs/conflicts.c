@@ -47,14 +47,17 @@ static int list(struct cache *c, bool json)
         time_t t = (time_t)(v[i].at_ns / 1000000000LL);
         gmtime_r(&t, &tm);
         strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        const char *kind = v[i].kind == CACHE_CONFLICT_UNSAVED ? "unsaved_at_unmount"
+                                                                : "store_won";
         if (json) {
-            printf("{\"id\":%lld,\"path\":", (long long)v[i].id);
+            printf("{\"id\":%lld,\"kind\":\"%s\",\"path\":", (long long)v[i].id, kind);
             json_str(v[i].path);
             printf(",\"memory_id\":\"%s\",\"local_sha256\":\"%s\",\"remote_sha256\":\"%s\","
                    "\"at\":\"%s\"}\n", v[i].memory_id, v[i].local_sha, v[i].remote_sha, at);
         } else
-            printf("%-6lld %s  %s  %s\n", (long long)v[i].id, at, v[i].path,
-                   v[i].memory_id[0] ? v[i].memory_id : "(new file)");
+            printf("%-6lld %s  %s  %s%s\n", (long long)v[i].id, at, v[i].path,
+                   v[i].memory_id[0] ? v[i].memory_id : "(new file)",
+                   v[i].kind == CACHE_CONFLICT_UNSAVED ? "  (unsaved at unmount)" : "");
     }
     cache_conflicts_free(v, n);
     return 0;

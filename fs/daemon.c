@@ -198,11 +198,24 @@ static void final_sync(struct fs_store **v, size_t n, FILE *report)
 {
     if (!D.sync || !n)
         return;
-    /* Files still open hold edits that no release will save once the
-     * mount is gone: into the cache with them first. */
-    if (ofile_flush_all(D.cache) != 0)
-        log_warn("cannot save the edits of a file still open to the cache", "cache_dir",
-                 D.cache_dir);
+    /* Only content a writer closed or fsynced is pushed.  Files still open
+     * with unsaved edits get a short grace to be closed (a tenth of the
+     * flush timeout); past it, their edits are kept as records (memstorefs
+     * conflicts) and the final sync pushes their last saved state. */
+    int64_t grace_ms = (int64_t)D.flush_timeout * 100;
+    for (int64_t waited = 0; waited < grace_ms && ofile_unsaved_count() > 0; waited += 100)
+        usleep(100 * 1000);
+    size_t failed = 0, kept = ofile_keep_unsaved_all(D.cache, &failed);
+    if (kept) {
+        char nk[32];
+        snprintf(nk, sizeof(nk), "%zu", kept);
+        log_warn("files were still open with unsaved edits at unmount; their last saved state "
+                 "is pushed and the edits are kept in the cache (memstorefs conflicts)",
+                 "files", nk, "cache_dir", D.cache_dir);
+    }
+    if (failed)
+        log_error("cannot keep the unsaved edits of a file still open at unmount", "cache_dir",
+                  D.cache_dir);
     struct final_job j = {v, n};
     pthread_t t;
     if (pthread_create(&t, NULL, final_main, &j) != 0) {
@@ -225,8 +238,9 @@ static void final_sync(struct fs_store **v, size_t n, FILE *report)
         struct cache_store_stats st;
         if (cache_store_stats(D.cache, v[i]->id, &st) != 0)
             continue;
-        unsigned long long left = st.dirty + st.tombstones, refused = st.refused;
-        if (!left && !refused)
+        unsigned long long left = st.dirty + st.tombstones - st.kept_deletions,
+                           refused = st.refused, unsaved = st.unsaved;
+        if (!left && !refused && !unsaved)
             continue;
         char msg[1024], parts[256] = "";
         if (left)
@@ -236,6 +250,10 @@ static void final_sync(struct fs_store **v, size_t n, FILE *report)
             snprintf(parts + strlen(parts), sizeof(parts) - strlen(parts),
                      "%s%llu file%s refused by the server", left ? ", " : "", refused,
                      refused == 1 ? "" : "s");
+        if (unsaved)
+            snprintf(parts + strlen(parts), sizeof(parts) - strlen(parts),
+                     "%s%llu new file%s never closed by a writer", parts[0] ? ", " : "",
+                     unsaved, unsaved == 1 ? "" : "s");
         snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s) and the "
                  "next mount of this store with the same --cache-dir, or memstorefs flush, "
                  "pushes the changes", v[i]->id, parts, D.cache_dir);
@@ -377,6 +395,14 @@ static int setup_stores(struct mount_opts *o)
             s->name = strdup(as.name);
         api_store_clear(&as);
         if ((rc = cache_store_attach(D.cache, s->id, s->read_only, &s->root))) {
+            fprintf(stderr, "memstorefs: cannot record memory store %s in the cache: %s\n", s->id,
+                    strerror(-rc));
+            return rc;
+        }
+        enum cache_del_mode mode = so.deletions == SYNCER_DEL_LOG_ONLY  ? CACHE_DEL_LOG_ONLY
+                                   : so.deletions == SYNCER_DEL_DISABLED ? CACHE_DEL_DISABLED
+                                                                         : CACHE_DEL_ENABLED;
+        if ((rc = cache_store_set_mode(D.cache, s->id, mode))) {
             fprintf(stderr, "memstorefs: cannot record memory store %s in the cache: %s\n", s->id,
                     strerror(-rc));
             return rc;

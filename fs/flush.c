@@ -29,12 +29,35 @@ static bool wanted(char **ids, size_t n, const char *id)
     return false;
 }
 
+/* Why deletions were left on the server: the mode they were made under
+ * (recorded) or this flush's own. */
+static const char *kept_why(enum syncer_deletions del, bool all_recorded)
+{
+    if (all_recorded)
+        return "the files were removed under --sync-deletions log_only or disabled, so their "
+               "memories are never deleted";
+    if (del == SYNCER_DEL_LOG_ONLY)
+        return "this flush runs with --sync-deletions log_only (logged only; run it with "
+               "enabled to delete them)";
+    return "this flush runs with --sync-deletions disabled (run it with enabled to delete them)";
+}
+
 static int flush_store(struct cache *c, struct http_client *h, const struct cache_store *cs,
                        enum syncer_deletions del)
 {
     struct cache_store_stats st;
-    if (cache_store_stats(c, cs->id, &st) != 0 || (!st.dirty && !st.tombstones)) {
+    /* Deletions made under log_only or disabled are never sent, nor any
+     * when this flush runs under one of those modes. */
+    if (cache_store_stats(c, cs->id, &st) != 0) {
+        fprintf(stderr, "memstorefs flush: %s: cannot read the cache\n", cs->id);
+        return -EIO;
+    }
+    uint64_t sendable = del == SYNCER_DEL_ENABLED ? st.tombstones - st.kept_deletions : 0;
+    if (!st.dirty && !sendable) {
         printf("%s: nothing to push\n", cs->id);
+        if (st.tombstones)
+            printf("%s: not deleted %llu: %s\n", cs->id, (unsigned long long)st.tombstones,
+                   kept_why(del, st.kept_deletions == st.tombstones));
         return 0;
     }
     if (rt_is_dead_store(cs->id, NULL, 0)) {
@@ -72,6 +95,15 @@ static int flush_store(struct cache *c, struct http_client *h, const struct cach
     else
         printf("%s: pushed %u, deleted %u, conflicts %u, refused %u, still pending %u\n", cs->id,
                rep.pushed, rep.deleted, rep.conflicts, rep.refused, rep.pending);
+    if (!rc && rep.kept_deletions) {
+        struct cache_store_stats after;
+        bool all_recorded = cache_store_stats(c, cs->id, &after) == 0 &&
+                            after.kept_deletions == after.tombstones;
+        printf("%s: not deleted %u: %s\n", cs->id, rep.kept_deletions, kept_why(del, all_recorded));
+    }
+    if (!rc && rep.unsaved)
+        printf("%s: not pushed %u: new files no writer ever closed (their content was never "
+               "saved)\n", cs->id, rep.unsaved);
     syncer_free(&sy);
     rt_unlock_store(lock_fd, lock_file);
     free(lock_file);

@@ -7,7 +7,12 @@
  * the node and its bytes from the cache and installs them, all under the
  * entry's lock, so it never installs bytes older than a flush), changed by write/truncate (dirty), and
  * written to the cache by ofile_flush at flush, fsync and release, so data
- * is durable when close(2) or fsync(2) returns.  A clean buffer whose
+ * is durable when close(2) or fsync(2) returns.  Only content a writer
+ * finished is pushed by a periodic sync: saved by fsync or by the release
+ * of the last writable handle (a flush, the close of one descriptor, may
+ * leave others of the same writer open: its content is held, pushed only
+ * by the final sync).  At unmount, an edit no flush saved is kept as a
+ * record (ofile_keep_unsaved_all), not as the file's content.  A clean buffer whose
  * cache content changed (a remote update) is replaced at the next open.
  *
  * Locking: the table lock guards the hash chains and refs; each entry's
@@ -210,64 +215,125 @@ int ofile_read(struct ofile *f, uint64_t off, size_t size, char **out, size_t *n
     return rc;
 }
 
-int ofile_flush(struct ofile *f, struct cache *c)
+void ofile_writer_open(struct ofile *f)
+{
+    pthread_mutex_lock(&f->lock);
+    f->writers++;
+    pthread_mutex_unlock(&f->lock);
+}
+
+bool ofile_writer_release(struct ofile *f)
+{
+    pthread_mutex_lock(&f->lock);
+    if (f->writers)
+        f->writers--;
+    bool last = f->writers == 0;
+    pthread_mutex_unlock(&f->lock);
+    return last;
+}
+
+int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why)
 {
     pthread_mutex_lock(&f->lock);
     int rc = 0;
-    if (f->dirty) {
+    bool held = why == OFILE_CLOSE;
+    if (f->dirty || f->unsaved) {
         char sha[SHA256_HEX_LEN + 1];
         /* The bytes were edited from f->sha: if the cache moved meanwhile
          * (a sync pulled the store's version), the store wins and they are
          * kept as a conflict record. */
         rc = cache_set_content_if(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns,
-                                  f->loaded && f->sha[0] ? f->sha : NULL, sha);
+                                  f->loaded && f->sha[0] ? f->sha : NULL, held, sha);
         if (!rc) {
             f->dirty = false;
+            f->unsaved = false;
+            f->held = held;
             memcpy(f->sha, sha, sizeof(sha));
         } else if (rc == -ESTALE) {
             log_warn("memory changed both locally and remotely; keeping the remote version",
                      "detail", "the edit of a file still open lost to the store; it is kept as "
                      "a conflict record (memstorefs conflicts)");
             f->dirty = false;
+            f->unsaved = false;
+            f->held = false;
             f->loaded = false; /* the next open or read loads the store's version */
             rc = 0;
         }
+    } else if (!held && f->held) {
+        /* The writer finished: what it saved is pushed from now on. */
+        rc = cache_mark_saved(c, f->row);
+        if (!rc)
+            f->held = false;
     }
     pthread_mutex_unlock(&f->lock);
     return rc;
 }
 
-int ofile_flush_all(struct cache *c)
+/* Every entry of the table, each with one reference more (the caller
+ * ofile_puts them); *n of them in a malloc'd array. */
+static struct ofile **take_all(size_t *n)
 {
-    /* Take a reference on every entry under the table lock, then flush
-     * each with no table lock held (an entry's lock comes before the
-     * cache's, never after the table's). */
     struct ofile **v = NULL;
-    size_t n = 0, cap = 0;
+    size_t cap = 0;
+    *n = 0;
     pthread_mutex_lock(&table_lock);
     for (size_t b = 0; b < NBUCKETS; b++)
         for (struct ofile *f = table[b]; f; f = f->next) {
-            if (n == cap) {
+            if (*n == cap) {
                 cap = cap ? cap * 2 : 16;
                 struct ofile **nv = realloc(v, cap * sizeof(*nv));
                 if (!nv)
                     break;
                 v = nv;
             }
-            if (n < cap) {
+            if (*n < cap) {
                 f->refs++;
-                v[n++] = f;
+                v[(*n)++] = f;
             }
         }
     pthread_mutex_unlock(&table_lock);
-    int failed = 0;
+    return v;
+}
+
+size_t ofile_unsaved_count(void)
+{
+    size_t n = 0, k = 0;
+    struct ofile **v = take_all(&n);
     for (size_t i = 0; i < n; i++) {
-        if (ofile_flush(v[i], c) != 0)
-            failed++;
+        pthread_mutex_lock(&v[i]->lock);
+        k += v[i]->loaded && v[i]->dirty;
+        pthread_mutex_unlock(&v[i]->lock);
         ofile_put(v[i]);
     }
     free(v);
-    return failed ? -EIO : 0;
+    return k;
+}
+
+size_t ofile_keep_unsaved_all(struct cache *c, size_t *failed)
+{
+    /* An entry's lock comes before the cache's, never after the table's:
+     * references are taken under the table lock, the work done without it. */
+    size_t n = 0, kept = 0;
+    *failed = 0;
+    struct ofile **v = take_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        struct ofile *f = v[i];
+        pthread_mutex_lock(&f->lock);
+        if (f->loaded && f->dirty) {
+            int rc = cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len);
+            if (rc == 0) {
+                kept++;
+                f->dirty = false; /* kept as a record: a late release must not save it */
+                f->loaded = false;
+            } else {
+                (*failed)++;
+            }
+        }
+        pthread_mutex_unlock(&f->lock);
+        ofile_put(f);
+    }
+    free(v);
+    return kept;
 }
 
 void ofile_set_origin(struct ofile *f, const char *sha)

@@ -19,6 +19,11 @@ struct ofile {
     pthread_mutex_t lock;      /* guards every field below */
     bool loaded;               /* buf holds the file's content */
     bool dirty;                /* buf differs from what the cache holds */
+    bool unsaved;              /* a file this open created: saved by the first
+                                * flush even with nothing written (touch) */
+    bool held;                 /* the cache has content saved while a writer
+                                * still held the file (CACHE_HELD) */
+    unsigned writers;          /* open handles that may write */
     char *buf;                 /* len bytes, capacity cap */
     size_t len, cap;
     char sha[SHA256_HEX_LEN + 1]; /* cache content buf was loaded from / flushed as */
@@ -54,9 +59,21 @@ int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, bool *first_d
 /* Copies up to size bytes from off into a malloc'd *out (NULL when *n is
  * 0), so the caller replies to the kernel without holding the lock. */
 int ofile_read(struct ofile *f, uint64_t off, size_t size, char **out, size_t *n);
+/* Why a buffer is written to the cache. */
+enum ofile_flush_why {
+    OFILE_CLOSE, /* a descriptor closed (FUSE flush): other descriptors of
+                  * the writer may still be open, so the content is held */
+    OFILE_SYNC,  /* fsync, or a change made by path: the writer finished */
+    OFILE_LAST,  /* the last writable handle was released */
+};
 /* Writes a dirty buffer to the cache (blob, sha, size, mtime, state); the
- * data is durable when this returns 0. */
-int ofile_flush(struct ofile *f, struct cache *c);
+ * data is durable when this returns 0.  Whether a sync may push it follows
+ * why (enum cache_saved). */
+int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why);
+/* A handle that may write opens / is released; the release says whether
+ * it was the last one (then ofile_flush(..., OFILE_LAST)). */
+void ofile_writer_open(struct ofile *f);
+bool ofile_writer_release(struct ofile *f);
 /* Sets the buffered modification time (touch on an open file). */
 void ofile_set_mtime(struct ofile *f, int64_t mtime_ns);
 
@@ -76,10 +93,13 @@ void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns)
  * sync changed the file meanwhile (cache_set_content_if). */
 void ofile_set_origin(struct ofile *f, const char *sha);
 
-/* Writes every open file's unsaved edits to the cache (before the final
- * sync at unmount: a file still open then would otherwise never be
- * flushed).  -EIO when one could not be saved (each failure is logged by
- * the caller's log of the final sync). */
-int ofile_flush_all(struct cache *c);
+/* How many open files hold edits no flush or fsync has saved yet. */
+size_t ofile_unsaved_count(void);
+/* At unmount, for every open file with unsaved edits: the edit is kept in
+ * the cache as a record (cache_keep_unsaved), never as the file's content,
+ * since no writer closed or fsynced it; the final sync pushes the file's
+ * last saved state.  Returns how many were kept; *failed gets how many
+ * could not be kept. */
+size_t ofile_keep_unsaved_all(struct cache *c, size_t *failed);
 
 #endif

@@ -401,8 +401,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = 1;
-    if (fuse_reply_open(req, fi) != 0)
+    if ((fi->flags & O_ACCMODE) != O_RDONLY)
+        ofile_writer_open(f);
+    if (fuse_reply_open(req, fi) != 0) {
+        if ((fi->flags & O_ACCMODE) != O_RDONLY)
+            ofile_writer_release(f);
         ofile_put(f); /* the open was interrupted: no release will come */
+    }
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -435,7 +440,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct fs_store *s = store_of(req);
     struct ofile *f = ops_ofile(fi);
     if (f) {
-        int rc = ofile_flush(f, s->cache);
+        bool writer = (fi->flags & O_ACCMODE) != O_RDONLY;
+        bool last = writer && ofile_writer_release(f);
+        int rc = ofile_flush(f, s->cache, last ? OFILE_LAST : OFILE_CLOSE);
         if (rc)
             log_error("failed to save a closed file to the cache", "memory_store_id", s->id,
                       "error", strerror(-rc));

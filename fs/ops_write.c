@@ -12,7 +12,7 @@
  *      ENOTEMPTY, EFBIG past 102,400 bytes, ...
  * Content goes through the inode's shared buffer (openfile.c) and reaches
  * the cache at flush, fsync and release; a truncate by path is flushed at
- * once.  The first change to a clean buffer marks the file dirty in the
+ * once.  A file made by create is unsaved (never pushed) until then.  The first change to a clean buffer marks the file dirty in the
  * cache straight away, so a remote listing applied meanwhile leaves it
  * alone.  Replies carry the same timeouts as lookups: the kernel made the
  * change itself, so its caches are right and no notification is needed.
@@ -75,7 +75,7 @@ static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, uint64
     if (!rc && first)
         rc = cache_mark_dirty(s->cache, row);
     if (!rc && !open_f)
-        rc = ofile_flush(f, s->cache);
+        rc = ofile_flush(f, s->cache, OFILE_SYNC);
     if (!open_f)
         ofile_put(f);
     return rc;
@@ -230,7 +230,7 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
         return;
     }
     struct cnode n;
-    int rc = cache_create(s->cache, prow, name, false, ops_now_ns(), &n);
+    int rc = cache_create_open(s->cache, prow, name, ops_now_ns(), &n);
     if (rc) {
         fuse_reply_err(req, -rc);
         return;
@@ -245,14 +245,18 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
     }
     ofile_lock(f);
     ofile_install_locked(f, empty, 0, n.sha);
+    f->unsaved = true; /* pushed only once a close or fsync saves it */
     ofile_unlock(f);
     struct fuse_entry_param e;
     ops_fill_entry(s, &n, &e);
     cnode_clear(&n);
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = 1;
-    if (fuse_reply_create(req, &e, fi) != 0)
+    ofile_writer_open(f); /* create opens for writing */
+    if (fuse_reply_create(req, &e, fi) != 0) {
+        ofile_writer_release(f);
         ofile_put(f); /* interrupted: no release will come */
+    }
 }
 
 void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -278,11 +282,11 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
         fuse_reply_write(req, size);
 }
 
-static void flush_reply(fuse_req_t req, struct fuse_file_info *fi)
+static void flush_reply(fuse_req_t req, struct fuse_file_info *fi, enum ofile_flush_why why)
 {
     struct fs_store *s = ops_store(req);
     struct ofile *f = ops_ofile(fi);
-    int rc = f ? ofile_flush(f, s->cache) : 0;
+    int rc = f ? ofile_flush(f, s->cache, why) : 0;
     if (rc)
         log_error("failed to save a file to the cache", "memory_store_id", s->id, "error",
                   strerror(-rc));
@@ -291,12 +295,12 @@ static void flush_reply(fuse_req_t req, struct fuse_file_info *fi)
 
 void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    flush_reply(req, fi);
+    flush_reply(req, fi, OFILE_CLOSE);
 }
 
 void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-    flush_reply(req, fi);
+    flush_reply(req, fi, OFILE_SYNC);
 }
 
 void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

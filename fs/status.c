@@ -69,11 +69,14 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
                 s->read_only ? "read_only" : "read_write", (int)getpid());
         json_str(f, d->cache_dir);
         fprintf(f, ",\"memories\":%llu,\"directories\":%llu,\"bytes\":%llu,\"dirty\":%llu,"
-                   "\"pending_deletes\":%llu,\"refused\":%llu,\"conflicts\":%llu,"
-                   "\"content_missing\":%llu,\"last_sync\":",
+                   "\"pending_deletes\":%llu,\"kept_deletes\":%llu,\"unsaved\":%llu,"
+                   "\"refused\":%llu,\"conflicts\":%llu,\"content_missing\":%llu,"
+                   "\"last_sync\":",
                 (unsigned long long)st.files, (unsigned long long)st.dirs,
                 (unsigned long long)st.bytes, (unsigned long long)st.dirty,
-                (unsigned long long)st.tombstones, (unsigned long long)st.refused,
+                (unsigned long long)(st.tombstones - st.kept_deletions),
+                (unsigned long long)st.kept_deletions, (unsigned long long)st.unsaved,
+                (unsigned long long)st.refused,
                 (unsigned long long)st.conflicts, (unsigned long long)st.missing_content);
         if (when)
             json_str(f, when_s);
@@ -97,7 +100,9 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
         for (size_t i = 0; i < n_cf; i++) {
             char at[64];
             fmt_time(cf[i].at_ns / 1000000000LL, at, sizeof(at));
-            fprintf(f, "%s{\"id\":%lld,\"path\":", i ? "," : "", (long long)cf[i].id);
+            fprintf(f, "%s{\"id\":%lld,\"kind\":\"%s\",\"path\":", i ? "," : "",
+                    (long long)cf[i].id,
+                    cf[i].kind == CACHE_CONFLICT_UNSAVED ? "unsaved_at_unmount" : "store_won");
             json_str(f, cf[i].path);
             fprintf(f, ",\"memory_id\":");
             json_str(f, cf[i].memory_id);
@@ -112,7 +117,15 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
                 s->id, s->mount_path, s->read_only ? "read-only" : "read-write", (int)getpid(),
                 (unsigned long long)st.files, (unsigned long long)st.dirs,
                 (unsigned long long)st.bytes, (unsigned long long)st.dirty,
-                (unsigned long long)st.tombstones, when_s, result[0] ? result : "-");
+                (unsigned long long)(st.tombstones - st.kept_deletions), when_s,
+                result[0] ? result : "-");
+        if (st.kept_deletions)
+            fprintf(f, "  kept deletions  %llu: removed under --sync-deletions log_only or "
+                       "disabled; gone in the mount for this session, never deleted remotely\n",
+                    (unsigned long long)st.kept_deletions);
+        if (st.unsaved)
+            fprintf(f, "  not closed yet  %llu new file%s: pushed once a writer closes or fsyncs "
+                       "them\n", (unsigned long long)st.unsaved, st.unsaved == 1 ? "" : "s");
         if (when)
             fprintf(f, "                  pushed %u, deleted %u, conflicts %u, refused %u, "
                        "held %u, failed %u\n",
@@ -125,9 +138,13 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
         for (size_t i = 0; i < n_cf; i++) {
             char at[64];
             fmt_time(cf[i].at_ns / 1000000000LL, at, sizeof(at));
-            fprintf(f, "  conflict %-6lld %s at %s: the store's version won; print the local "
-                       "one with: memstorefs conflicts show %lld --cache-dir %s\n",
-                    (long long)cf[i].id, cf[i].path, at, (long long)cf[i].id, d->cache_dir);
+            fprintf(f, "  conflict %-6lld %s at %s: %s; print the local one with: memstorefs "
+                       "conflicts show %lld --cache-dir %s\n",
+                    (long long)cf[i].id, cf[i].path, at,
+                    cf[i].kind == CACHE_CONFLICT_UNSAVED
+                        ? "an edit not saved when the store was unmounted, never pushed"
+                        : "the store's version won",
+                    (long long)cf[i].id, d->cache_dir);
         }
     }
     cache_refused_free(rf, n_rf);

@@ -43,9 +43,18 @@ struct api_memory {
     size_t content_len;
 };
 
+/* A listed item the parser could not take (the rest of its page is). */
+struct api_skipped {
+    char *id;           /* its id if it had a usable one, else NULL (malloc'd) */
+    char *path;         /* its path if it had a string one, else NULL (malloc'd) */
+    const char *reason; /* static */
+};
+
 struct api_list {
     struct api_memory *items; /* malloc'd array; api_list_free frees */
     size_t n;
+    struct api_skipped *skipped; /* malformed items, left out */
+    size_t n_skipped;
 };
 
 struct api_store {
@@ -55,6 +64,9 @@ struct api_store {
 
 void api_memory_clear(struct api_memory *m);
 void api_list_free(struct api_list *l);
+/* Appends a memory (basic view: no content) to a listing. */
+int api_list_add(struct api_list *l, const char *id, const char *path, const char *sha,
+                 long size);
 void api_store_clear(struct api_store *s);
 void api_error_clear(struct api_error *e);
 
@@ -63,7 +75,8 @@ int api_store_get(struct http_client *c, const char *store_id, struct api_store 
                   struct api_error *e);
 
 /* Every memory of the store: view=basic, limit=100, each page in turn;
- * memory_prefix items are skipped.  path_prefix (must end with '/') limits
+ * memory_prefix items are skipped; a malformed memory item is left out and
+ * described in out->skipped, and the rest of its page is kept.  path_prefix (must end with '/') limits
  * the listing; NULL lists the whole store.  On failure *out is empty. */
 int api_memories_list(struct http_client *c, const char *store_id, struct api_list *out,
                       struct api_error *e);

@@ -3,9 +3,12 @@
  *
  * Invariants enforced on every memory handed out: id and version_id are
  * non-empty strings, path starts with '/', sha is 64 lowercase hex, size is
- * an integer in [0, INT32_MAX]; with view=full, content_len == size and
- * sha256(content) == sha.  Anything else is -EPROTO: the caller logs it and
- * nothing half-parsed escapes (outputs are cleared on failure).
+ * an integer in [0, 102400] (the API's content limit); with view=full,
+ * content_len == size and sha256(content) == sha.  Anything else is
+ * -EPROTO: the caller logs it and nothing half-parsed escapes (outputs are
+ * cleared on failure).  In a listing page, one malformed memory item is
+ * left out (described in api_list.skipped) and the rest of the page kept:
+ * one bad item must not stop a whole store from syncing.
  *
  * cJSON strings end at the first NUL, so content holding "\u0000" comes
  * out of cJSON short; it is then re-read byte-exact with json_top_string.
@@ -13,6 +16,7 @@
 #include "api_int.h"
 
 #include "json.h"
+#include "rules.h"
 #include "sha256.h"
 
 #include <cjson/cJSON.h>
@@ -45,6 +49,13 @@ void api_list_free(struct api_list *l)
     free(l->items);
     l->items = NULL;
     l->n = 0;
+    for (size_t i = 0; i < l->n_skipped; i++) {
+        free(l->skipped[i].id);
+        free(l->skipped[i].path);
+    }
+    free(l->skipped);
+    l->skipped = NULL;
+    l->n_skipped = 0;
 }
 
 void api_store_clear(struct api_store *s)
@@ -119,6 +130,9 @@ static int parse_memory(const cJSON *o, const char *raw, size_t rawlen, bool ful
         floor(size->valuedouble) != size->valuedouble)
         goto fail;
     m->size = (long)size->valuedouble;
+    *what = "content_size_bytes over the API's limit of 102400 bytes";
+    if (m->size > MEM_CONTENT_MAX_BYTES)
+        goto fail;
     if (!full)
         return 0;
 
@@ -201,6 +215,42 @@ static int list_push(struct api_list *l, struct api_memory *m)
     return 0;
 }
 
+int api_list_add(struct api_list *l, const char *id, const char *path, const char *sha,
+                 long size)
+{
+    struct api_memory m = {0};
+    m.id = strdup(id);
+    m.path = strdup(path);
+    m.version_id = strdup("");
+    snprintf(m.sha, sizeof(m.sha), "%s", sha);
+    m.size = size;
+    int rc = m.id && m.path && m.version_id ? list_push(l, &m) : -ENOMEM;
+    if (rc)
+        api_memory_clear(&m);
+    return rc;
+}
+
+/* Remembers a malformed item (its id and path when usable) in acc. */
+static int skip_push(struct api_list *acc, const cJSON *it, const char *why)
+{
+    struct api_skipped *v = realloc(acc->skipped, (acc->n_skipped + 1) * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    acc->skipped = v;
+    struct api_skipped *x = &v[acc->n_skipped];
+    memset(x, 0, sizeof(*x));
+    const char *id = get_str(it, "id"), *path = get_str(it, "path");
+    if (id && *id && strlen(id) <= ID_MAX && !(x->id = strdup(id)))
+        return -ENOMEM;
+    if (path && strlen(path) <= 4096 && !(x->path = strdup(path))) {
+        free(x->id);
+        return -ENOMEM;
+    }
+    x->reason = why ? why : "malformed item";
+    acc->n_skipped++;
+    return 0;
+}
+
 int apip_memory_page(const char *body, size_t len, struct api_list *acc, char **next_page,
                      const char **what)
 {
@@ -220,14 +270,21 @@ int apip_memory_page(const char *body, size_t len, struct api_list *acc, char **
     const cJSON *it;
     cJSON_ArrayForEach(it, data) {
         const char *type = get_str(it, "type");
-        *what = "list item without a type";
-        if (!cJSON_IsObject(it) || !type)
-            goto out;
+        if (!cJSON_IsObject(it) || !type) {
+            if ((rc = skip_push(acc, it, "list item without a type")))
+                goto out;
+            rc = -EPROTO;
+            continue;
+        }
         if (strcmp(type, "memory") != 0)
             continue; /* memory_prefix rollups (and future kinds) */
         struct api_memory m;
-        if ((rc = parse_memory(it, NULL, 0, false, &m, what)))
-            goto out;
+        const char *why = NULL;
+        if ((rc = parse_memory(it, NULL, 0, false, &m, &why))) {
+            if (rc != -EPROTO || (rc = skip_push(acc, it, why)))
+                goto out;
+            continue;
+        }
         if ((rc = list_push(acc, &m))) {
             api_memory_clear(&m);
             goto out;

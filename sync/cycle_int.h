@@ -1,6 +1,7 @@
-/* cycle_int.h - what cycle.c (one sync of a store: deciding) and push.c
- * (sending the writes and recording their results) share.  Not for use
- * outside sync/. */
+/* cycle_int.h - what the files of one sync of a store share: cycle.c (the
+ * run: listing, settling lost uploads, apply, report), plan.c (deciding
+ * each tombstone and dirty file) and push.c (sending the writes and
+ * recording their results).  Not for use outside sync/. */
 #ifndef MFS_SYNC_CYCLE_INT_H
 #define MFS_SYNC_CYCLE_INT_H
 
@@ -37,6 +38,7 @@ struct job {
     char memory_id[CACHE_ID_MAX];
     char tomb_id[CACHE_ID_MAX]; /* the tombstone this write takes over, or "" */
     char node_id[CACHE_ID_MAX]; /* the file's memory when planned ("" for none) */
+    int64_t sent_id;            /* its cache_sent record while it is out */
 };
 
 struct plan {
@@ -48,14 +50,48 @@ struct plan {
     size_t log_deletes;
 };
 
-/* The listed memory with this id, or NULL. */
+/* The tombstones of the store, loaded once per sync. */
+struct tombs {
+    struct cache_tombstone *v;
+    size_t n;
+};
+
+/* Uploads that went out and are not settled yet (cache/sent.c). */
+struct sents {
+    struct cache_sent *v;
+    size_t n;
+};
+
+/* One sync of one store, as it goes. */
+struct cycle {
+    struct syncer *s;
+    struct sstore *st;
+    bool final;         /* the last sync before the writers go (unmount, flush) */
+    struct remote r;
+    struct files files;
+    struct tombs tombs;
+    struct sents sent;
+    struct plan plan;
+    struct syncer_report rep;
+    uint64_t *reverted; /* nodes sent back to their baseline (kernel pages) */
+    size_t n_reverted;
+};
+
+/* cycle.c */
+/* The listed memory with this id / at this path, or NULL. */
 const struct cache_remote *remote_find_id(const struct remote *r, const char *id);
-/* Remembers (sha) or forgets (NULL) an upload of ino whose answer may be
- * lost, for the next listing to settle. */
-void cycle_sent_set(struct sstore *st, uint64_t ino, const char *sha);
-/* Sends the planned writes (those that free a path first) and records
- * each result in the cache and in rep. */
-void push_writes(struct syncer *s, struct sstore *st, const struct remote *r, struct plan *p,
-                 struct syncer_report *rep);
+const struct cache_remote *remote_find_path(const struct remote *r, const char *path);
+/* Logs msg once per (msg, key, key2) for the life of the mount. */
+bool cycle_first_time(struct sstore *st, const char *msg, const char *key, const char *key2);
+/* The deletion mode the syncer runs with, in reconcile's terms. */
+enum rec_deletions cycle_mode(const struct syncer *s);
+
+/* plan.c: steps 2 and 3, deciding every tombstone and dirty file. */
+int plan_all(struct cycle *cy);
+void plan_free(struct plan *p);
+
+/* push.c: sends the planned writes (those that free a path first) and
+ * records each result in the cache and in cy->rep. */
+void push_writes(struct cycle *cy);
 
 #endif

@@ -1,8 +1,8 @@
 /* engine.c - the sync engine's frame: the stores it syncs, the sync
- * thread, the listing and its application to the cache (pull), kernel
- * notifications, and content downloads (on demand for an open, in the
- * background for the rest).  One full sync of a store (push included) is
- * cycle.c.
+ * thread, applying a listing to the cache (pull), kernel notifications,
+ * and content downloads (on demand for an open, in the background for the
+ * rest).  The listing itself is listing.c; one full sync of a store (push
+ * included) is cycle.c.
  *
  * Threads: one background thread (syncer_start) prefetches, syncs every
  * store at once, then every interval (or when kicked); FUSE threads call
@@ -59,7 +59,6 @@ void syncer_free(struct syncer **sp)
         return; /* the thread would not stop: leave it, the process is exiting */
     for (size_t i = 0; i < s->n; i++) {
         free(s->v[i].id);
-        free(s->v[i].sent);
         free(s->v[i].said);
         pthread_mutex_destroy(&s->v[i].cycle_lock);
     }
@@ -88,6 +87,28 @@ int syncer_add(struct syncer *s, const char *store_id, bool read_only, const str
     return (int)s->n++;
 }
 
+bool engine_first_time(struct sstore *st, const char *msg, const char *key, const char *key2)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const char *parts[3] = {msg, key ? key : "", key2 ? key2 : ""};
+    for (int k = 0; k < 3; k++) {
+        for (const char *p = parts[k]; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        h = (h ^ 0xffu) * 1099511628211ULL; /* ("ab","c") differs from ("a","bc") */
+    }
+    for (size_t i = 0; i < st->n_said; i++)
+        if (st->said[i] == h)
+            return false;
+    if (st->n_said >= 4096)
+        st->n_said = 0;
+    uint64_t *v = realloc(st->said, (st->n_said + 1) * sizeof(*v));
+    if (v) {
+        st->said = v;
+        v[st->n_said++] = h;
+    }
+    return true;
+}
+
 void engine_set_result(struct syncer *s, struct sstore *st, const char *result,
                        const struct syncer_report *rep)
 {
@@ -112,11 +133,6 @@ void syncer_last(struct syncer *s, int idx, int64_t *when, char *result, size_t 
     pthread_mutex_unlock(&s->lock);
 }
 
-static int cmp_remote(const void *a, const void *b)
-{
-    return strcmp(((const struct cache_remote *)a)->path, ((const struct cache_remote *)b)->path);
-}
-
 void engine_notify(struct sstore *st, const struct cache_changes *ch)
 {
     for (size_t i = 0; i < ch->n; i++) {
@@ -136,57 +152,6 @@ void engine_notify(struct sstore *st, const struct cache_changes *ch)
             break;
         }
     }
-}
-
-/* A one-line reason for a failed API call. */
-static void describe(char *why, size_t len, const char *what, const char *store, int rc,
-                     const struct api_error *e)
-{
-    if (e->status)
-        snprintf(why, len, "%s memory store %s: HTTP %ld %s%s%s", what, store, e->status,
-                 e->type[0] ? e->type : "error", e->message[0] ? ": " : "", e->message);
-    else
-        snprintf(why, len, "%s memory store %s: %s", what, store, strerror(-rc));
-}
-
-int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
-                struct cache_remote **out, size_t *n, char *why, size_t whylen)
-{
-    struct api_error e = {0};
-    *out = NULL;
-    *n = 0;
-    int rc = api_memories_list(s->h, st->id, list, &e);
-    if (rc) {
-        describe(why, whylen, "cannot list", st->id, rc, &e);
-        api_error_clear(&e);
-        return rc;
-    }
-    struct cache_remote *r = calloc(list->n ? list->n : 1, sizeof(*r));
-    if (!r) {
-        api_list_free(list);
-        snprintf(why, whylen, "out of memory");
-        return -ENOMEM;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < list->n; i++) {
-        const struct api_memory *m = &list->items[i];
-        const char *reason = NULL;
-        if (strcmp(m->path, MEM_MARKER_PATH) == 0) {
-            log_warn("the server listed the reserved marker path; skipping", "memory_store_id",
-                     st->id, "path", m->path);
-            continue;
-        }
-        if (rules_check_path(m->path, strlen(m->path), &reason) != 0) {
-            log_warn("the server listed a path that cannot be a file; skipping",
-                     "memory_store_id", st->id, "path", m->path, "reason", reason);
-            continue;
-        }
-        r[k++] = (struct cache_remote){m->path, m->id, m->sha, (uint64_t)m->size};
-    }
-    qsort(r, k, sizeof(*r), cmp_remote);
-    *out = r;
-    *n = k;
-    return 0;
 }
 
 int engine_apply(struct syncer *s, struct sstore *st, const struct cache_remote *r, size_t n,
@@ -210,6 +175,7 @@ int engine_apply(struct syncer *s, struct sstore *st, const struct cache_remote 
 int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
 {
     struct sstore *st = &s->v[idx];
+    pthread_mutex_lock(&st->cycle_lock);
     struct api_list list = {0};
     struct cache_remote *r = NULL;
     size_t n = 0;
@@ -223,6 +189,7 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
         rc = engine_apply(s, st, r, n, why, whylen);
     free(r);
     api_list_free(&list);
+    pthread_mutex_unlock(&st->cycle_lock);
     set_result(s, st, rc ? why : "ok");
     return rc;
 }
@@ -346,7 +313,7 @@ int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct sync
         why = local_why;
         whylen = sizeof(local_why);
     }
-    int rc = cycle_run(s, idx, why, whylen);
+    int rc = cycle_run(s, idx, true, why, whylen);
     if (rep)
         syncer_last_report(s, idx, rep);
     return rc;
@@ -374,7 +341,7 @@ static void *run(void *arg)
             if (stop)
                 return NULL;
             char why[512];
-            int rc = cycle_run(s, (int)i, why, sizeof(why));
+            int rc = cycle_run(s, (int)i, false, why, sizeof(why));
             if (rc && rc != -ESHUTDOWN) /* ESHUTDOWN: unmounted, nothing to do */
                 log_warn("memory sync failed", "memory_store_id", s->v[i].id, "error", why);
         }

@@ -37,6 +37,9 @@ struct syncer_report {
     unsigned held;       /* deletes held back by the per-sync cap */
     unsigned failed;     /* writes that failed and will be retried */
     unsigned pending;    /* local changes not on the server after the sync */
+    unsigned kept_deletions; /* deletions this process may not send (their
+                              * mode or its own: log_only, disabled) */
+    unsigned unsaved;    /* new files no writer has closed yet: not pushed */
 };
 
 /* The syncer borrows c and h; they must outlive it.  NULL on ENOMEM. */
@@ -74,8 +77,10 @@ void syncer_last(struct syncer *s, int idx, int64_t *when, char *result, size_t 
 void syncer_last_report(struct syncer *s, int idx, struct syncer_report *rep);
 
 /* One full sync of store idx now (list, pull, push), on the caller's
- * thread, serialised with the sync thread's.  Used at unmount (final sync)
- * and by `memstorefs flush`.  rep (may be NULL) receives the report. */
+ * thread, serialised with the sync thread's: the final one, which also
+ * pushes content a writer still held open as it last saved it.  Used at
+ * unmount (final sync) and by `memstorefs flush`.  rep (may be NULL)
+ * receives the report. */
 int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct syncer_report *rep);
 
 #endif

@@ -12,12 +12,6 @@
 #include "engine.h"
 #include "reconcile.h"
 
-/* An upload whose answer was lost: the next listing settles it. */
-struct sent {
-    uint64_t ino;
-    char sha[SHA256_HEX_LEN + 1];
-};
-
 struct sstore {
     char *id;
     bool read_only;
@@ -25,8 +19,6 @@ struct sstore {
     /* Owned by whichever thread runs this store's sync (one at a time:
      * cycle_lock): */
     pthread_mutex_t cycle_lock;
-    struct sent *sent;
-    size_t n_sent;
     uint64_t *said;      /* hashes of standing messages already logged */
     size_t n_said;
     bool disabled;       /* unmounted: never synced again (under cycle_lock) */
@@ -56,16 +48,24 @@ void engine_set_result(struct syncer *s, struct sstore *st, const char *result,
 void engine_notify(struct sstore *st, const struct cache_changes *ch);
 int engine_prefetch(struct syncer *s, int idx);
 struct api_list;
-/* Lists the store (skipping the marker path and invalid paths, with a
- * warning) into r[0..n) sorted by path; r points into list.  Free r, then
- * api_list_free(list). */
+/* Lists the store into r[0..n) sorted by path; r points into list (free
+ * r, then api_list_free(list)).  The server is not trusted: the marker path
+ * is skipped; an item that is malformed, at a path that cannot be a file,
+ * or that repeats a path or an id (the first by id, then path, wins) is
+ * left out with one warning per mount, and a memory the cache knows that
+ * is left out so is listed as its baseline (held as it is this sync)
+ * rather than taken for deleted. */
 int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
                 struct cache_remote **r, size_t *n, char *why, size_t whylen);
 /* cache_apply_remote + kernel notifications. */
 int engine_apply(struct syncer *s, struct sstore *st, const struct cache_remote *r, size_t n,
                  char *why, size_t whylen);
 
-/* cycle.c: one full sync of store idx (list, decide, pull, push). */
-int cycle_run(struct syncer *s, int idx, char *why, size_t whylen);
+/* cycle.c: one full sync of store idx (list, decide, pull, push).  final:
+ * the last one before the writers go (unmount, flush): content a writer
+ * still held open is pushed as it was last saved (enum cache_saved). */
+int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen);
+/* Logs msg once per (msg, key, key2) for the life of the mount (st->said). */
+bool engine_first_time(struct sstore *st, const char *msg, const char *key, const char *key2);
 
 #endif

@@ -18,11 +18,13 @@
  * differs from B is still pushed (nothing lost), a dirty file equal to B
  * and R is just adopted (the flag is cleared).
  *
- * Step 0 - lost uploads.  If sent_sha is set, R holds exactly sent_sha and
- * that is not simply B's content, R is our own write whose answer was
- * lost: B := R (adopted_sent) before anything else, so it is neither a
- * conflict nor sent twice.  (A rename-only upload leaves R.sha == B; its
- * path converges by the rule "L == R" below.)
+ * Step 0 - lost uploads.  If sent_sha is set, R holds exactly sent_sha (at
+ * sent_path, when that is known) and R is not simply B, R is our own
+ * write whose answer was lost: B := R (adopted_sent) before anything else,
+ * so it is neither a conflict nor sent twice.  With sent_path, a lost
+ * rename (R.sha == B.sha, R.path == sent_path != B.path) is adopted too, so
+ * a second local rename on top of it is an update, not a conflict;
+ * without it, a rename-only upload converges by the rule "L == R" below.
  *
  * Decision table (RO = read-only store; "refused" = L's sha, at its path
  * if refused_path is set, was refused by the server before):
@@ -38,7 +40,7 @@
  *  T     | yes | R == B                | RO (any mode)             | KEEP_REMOTE warn
  *  T     | yes | R == B                | enabled                   | DELETE expect R.sha, capped
  *  T     | yes | R == B                | log_only                  | LOG_DELETE info, capped
- *  T     | yes | R == B                | disabled                  | KEEP_REMOTE debug
+ *  T     | yes | R == B                | disabled                  | HOLD_DELETE debug
  *  file  | no  | absent                | RO                        | KEEP_UNSYNCED warn
  *  file  | no  | absent                | refused                   | SKIP_REFUSED
  *  file  | no  | absent                | RW                        | CREATE
@@ -68,9 +70,11 @@
  *  - renames are path updates of the same memory id, not create + delete;
  *  - a tombstone is an explicit unlink through the mount, so the delete
  *    goes out at the next sync with no 30 s corroboration wait;
- *  - a tombstone that cannot be sent (RO, or deletions disabled) is
- *    dropped and the server's copy shows again (KEEP_REMOTE), instead of
- *    leaving a file missing locally that still exists remotely;
+ *  - a tombstone of a read-only store is dropped and the server's copy
+ *    shows again (KEEP_REMOTE); under log_only and disabled the file stays
+ *    gone for the session (LOG_DELETE, HOLD_DELETE) and the memory is never
+ *    deleted, by this or any later process (rec_deletion_mode: a
+ *    tombstone's recorded mode binds whoever syncs it);
  *  - a lost upload followed by another local edit becomes an UPDATE on top
  *    of the adopted version, not a conflict;
  *  - a retried update that meets a 409 precondition after an attempt whose
@@ -163,8 +167,8 @@ static void decide_tombstone(const struct rec_in *in, bool has_base, struct rec_
         break;
     case REC_DEL_DISABLED:
     default:
-        say(o, REC_KEEP_REMOTE, LOG_LVL_DEBUG, REC_MSG_DEL_DISABLED);
-        o->need_content = true;
+        say(o, REC_HOLD_DELETE, LOG_LVL_DEBUG, REC_MSG_DEL_DISABLED);
+        o->standing = true;
         break;
     }
 }
@@ -258,8 +262,11 @@ int rec_decide(const struct rec_in *in, struct rec_out *out)
     out->base_sha = in->base_sha;
     out->base_path = in->base_path;
     /* Step 0: R holds our own lost upload. */
-    if (in->remote && has(in->sent_sha) && same(in->remote_sha, in->sent_sha) &&
-        !(has_base && same(in->remote_sha, in->base_sha))) {
+    bool at_sent = !has(in->sent_path) || same(in->remote_path, in->sent_path);
+    bool is_base = has_base && same(in->remote_sha, in->base_sha) &&
+                   (!has(in->sent_path) || same(in->remote_path, in->base_path));
+    if (in->remote && has(in->sent_sha) && same(in->remote_sha, in->sent_sha) && at_sent &&
+        !is_base) {
         out->base_id = in->remote_id;
         out->base_sha = in->remote_sha;
         out->base_path = in->remote_path;
@@ -307,6 +314,12 @@ int rec_decide(const struct rec_in *in, struct rec_out *out)
         out->msg = REC_MSG_ADOPT_SENT;
     }
     return 0;
+}
+
+enum rec_deletions rec_deletion_mode(enum rec_deletions recorded, enum rec_deletions now)
+{
+    /* enabled < log_only < disabled in strictness. */
+    return recorded > now ? recorded : now;
 }
 
 size_t rec_delete_cap(size_t memories)
@@ -406,7 +419,7 @@ const char *rec_action_name(enum rec_action a)
         [REC_CONFLICT_PULL] = "conflict_pull", [REC_RESTORE] = "restore",
         [REC_RECREATE] = "recreate",       [REC_KEEP_UNSYNCED] = "keep_unsynced",
         [REC_REMOVE_LOCAL] = "remove_local", [REC_FORGET] = "forget",
-        [REC_SKIP_REFUSED] = "skip_refused",
+        [REC_SKIP_REFUSED] = "skip_refused", [REC_HOLD_DELETE] = "hold_delete",
     };
     if ((unsigned)a >= sizeof(names) / sizeof(names[0]) || !names[a])
         return "?";

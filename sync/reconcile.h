@@ -45,6 +45,7 @@ struct rec_in {
     const char *refused_sha; /* the server refused this content before */
     const char *refused_path;/* ...at this path (absent: any path) */
     const char *sent_sha;    /* an upload of this hash lost its answer */
+    const char *sent_path;   /* ...to this path (absent: not known) */
 
     /* Remote R: the listed memory with memory_id, or, when there is no
      * baseline, the listed memory at the same path. */
@@ -65,8 +66,8 @@ enum rec_action {
     REC_UPDATE,        /* POST memory_id: content and/or path, precondition */
     REC_DELETE,        /* DELETE memory_id?expected_content_sha256=expect */
     REC_LOG_DELETE,    /* log_only: log what would be deleted, keep all */
-    REC_KEEP_REMOTE,   /* no delete (disabled or read-only): drop the
-                        * tombstone; the server's copy shows again */
+    REC_KEEP_REMOTE,   /* no delete (read-only store): drop the tombstone;
+                        * the server's copy shows again */
     REC_CONFLICT_PULL, /* both changed: keep L as a conflict record, pull R */
     REC_RESTORE,       /* deleted locally, changed remotely: pull R back */
     REC_RECREATE,      /* deleted remotely, changed locally: create again */
@@ -74,6 +75,8 @@ enum rec_action {
     REC_REMOVE_LOCAL,  /* deleted remotely, clean locally: remove the file */
     REC_FORGET,        /* gone on both sides: drop baseline and tombstone */
     REC_SKIP_REFUSED,  /* would upload content the server refused before */
+    REC_HOLD_DELETE,   /* disabled: the deletion stays local (the file stays
+                        * gone for the session), nothing is sent */
 };
 
 struct rec_out {
@@ -106,6 +109,12 @@ struct rec_out {
     bool forget_base;
     bool counts_cap;       /* DELETE, LOG_DELETE: uses the per-sync cap */
 };
+
+/* The deletion mode that governs a tombstone: the stricter of the mode in
+ * force when the file was removed (which the tombstone records) and the
+ * mode of the process syncing now.  A deletion is sent only when both say
+ * enabled. */
+enum rec_deletions rec_deletion_mode(enum rec_deletions recorded, enum rec_deletions now);
 
 /* Decides for one memory.  Returns 0, or -EINVAL when in/out is NULL or
  * a FILE has no path (out is then REC_NOTHING). */

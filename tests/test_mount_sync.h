@@ -56,7 +56,8 @@ cJSON *sy_versions(const char *memory_id);
 int sy_count_versions(const char *memory_id, const char *op);
 
 
-/* Local changes not pushed yet: dirty files + tombstones. */
+/* Local changes not pushed yet: dirty files no open holds unsaved, and
+ * deletions made under --sync-deletions enabled. */
 int sy_pending(void);
 /* Waits until nothing is pending (and the server is quiet for one poll). */
 bool sy_wait_clean(int timeout_s);

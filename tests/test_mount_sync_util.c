@@ -226,8 +226,10 @@ int sy_count_versions(const char *memory_id, const char *op)
 
 int sy_pending(void)
 {
+    /* Deletions kept by log_only or disabled are never sent: not pending. */
     char *s = mnt_q(&E, "SELECT (SELECT count(*) FROM nodes WHERE is_dir = 0 AND state = 1"
-                   " AND unlinked = 0) + (SELECT count(*) FROM tombstones)");
+                   " AND unsaved = 0 AND unlinked = 0)"
+                   " + (SELECT count(*) FROM tombstones WHERE mode = 0)");
     int n = (int)strtol(s, NULL, 10);
     free(s);
     return n;

@@ -1,0 +1,419 @@
+/* plan.c - steps 2 and 3 of a sync (cycle.c): every tombstone and every
+ * dirty file is decided with rec_decide against the listing, and what the
+ * decision asks is either done locally at once (adopt, let the store win,
+ * remove, forget) or planned as a write for push.c.
+ *
+ * What the decisions are fed, beyond the cache and the listing:
+ *  - the uploads still unsettled (cache/sent.c): the one whose bytes the
+ *    store shows now is ours (a lost answer), found by memory id, or for a
+ *    file never synced by the node it was sent for (which follows atomic
+ *    saves), also at the path it was sent to when the file moved since;
+ *  - the deletion mode of a tombstone: the stricter of the mode it was
+ *    made under and this process's (rec_deletion_mode);
+ *  - a file never synced at the path of a memory it deleted (rm f; a new f)
+ *    takes that memory over: one update, not a delete racing a create.
+ * Every local change made here is conditional on the node still holding
+ * what the decision saw (cache_*_if); a write that landed since is decided
+ * again at the next sync.  Runs under the store's cycle_lock. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cycle_int.h"
+#include "log.h"
+#include "rules.h"
+
+static struct job *plan_add(struct plan *p)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 16;
+        struct job *v = realloc(p->v, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        p->v = v;
+        p->cap = cap;
+    }
+    struct job *j = &p->v[p->n++];
+    memset(j, 0, sizeof(*j));
+    return j;
+}
+
+void plan_free(struct plan *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->v[i].path);
+        free(p->v[i].where);
+        free(p->v[i].content);
+    }
+    free(p->v);
+}
+
+static void say(struct sstore *st, const struct rec_out *o, const char *path, const char *sha)
+{
+    if (!o->msg || (o->standing && !cycle_first_time(st, o->msg, path, sha)))
+        return;
+    log_event(o->level, o->msg, "memory_store_id", st->id, "path", path, NULL);
+}
+
+/* The unsettled upload of memory id (or, with id "", of node ino) whose
+ * bytes R holds, at R's path if one was sent there: the store has our
+ * write, whatever became of its answer. */
+static const struct cache_sent *sent_match(const struct sents *sv, const char *id, uint64_t ino,
+                                           const struct cache_remote *rm)
+{
+    const struct cache_sent *best = NULL;
+    for (size_t i = 0; rm && i < sv->n; i++) {
+        const struct cache_sent *x = &sv->v[i];
+        bool mine = id[0] ? strcmp(x->memory_id, id) == 0
+                          : (!x->memory_id[0] && x->ino == ino);
+        if (!mine || strcmp(x->sha, rm->sha) != 0)
+            continue;
+        if (strcmp(x->path, rm->path) == 0)
+            return x;
+        best = best ? best : x;
+    }
+    return best;
+}
+
+/* Forgets every unsettled upload that a decision just settled. */
+static void sent_settled(struct cycle *cy, const struct cache_sent *x)
+{
+    if (x)
+        cache_sent_drop(cy->s->c, x->id);
+}
+
+/* A file never synced at the path of a memory deleted locally (rm f; then
+ * a new f) takes that memory over: the pair is one update of the memory,
+ * as an overwrite would be, not a delete racing a create at the same path
+ * (which met the memory still there and threw the new file away as a
+ * conflict).  The tombstone such a file takes over, or NULL. */
+static const struct cache_tombstone *taken_over(const struct tombs *t, const struct cnode *n)
+{
+    if (n->memory_id[0])
+        return NULL;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].mode == CACHE_DEL_ENABLED && t->v[i].base_path &&
+            strcmp(t->v[i].base_path, n->path) == 0)
+            return &t->v[i];
+    return NULL;
+}
+
+static bool tomb_taken(const struct files *f, const struct cache_tombstone *t)
+{
+    for (size_t i = 0; t->mode == CACHE_DEL_ENABLED && i < f->n; i++)
+        if (!f->v[i].n.memory_id[0] && t->base_path && strcmp(f->v[i].n.path, t->base_path) == 0)
+            return true;
+    return false;
+}
+
+/* Another local file (renamed away from its baseline path) holds memory id. */
+static bool owned_elsewhere(const struct files *f, const char *id, uint64_t ino)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (f->v[i].n.ino != ino && f->v[i].n.memory_id[0] && strcmp(f->v[i].n.memory_id, id) == 0)
+            return true;
+    return false;
+}
+
+/* The dirty file renamed away from the remote path of memory id, if any. */
+static const struct cnode *renamed_with(const struct files *f, const struct remote *r,
+                                        const char *id)
+{
+    const struct cache_remote *m = remote_find_id(r, id);
+    for (size_t i = 0; m && i < f->n; i++)
+        if (strcmp(f->v[i].n.memory_id, id) == 0 && strcmp(f->v[i].n.path, m->path) != 0)
+            return &f->v[i].n;
+    return NULL;
+}
+
+/* Renames that form a cycle (mv a t; mv b a; mv t b) can never be sent as
+ * renames: each target path is held by the next memory of the cycle, which
+ * waits for its own target.  For a file n renamed onto the path of memory
+ * X, where following "the file that took X's path, the memory listed at
+ * that file's new path, ..." comes back to n's own memory, this returns X:
+ * n's content then goes to X, which already sits at n's path, and n takes
+ * X's identity; every member does the same, so the server ends with the
+ * local paths and contents, without a temporary path.  A chain that ends
+ * on a free path returns NULL: the renames go out in order. */
+static const struct cache_remote *cycle_target(const struct remote *r, const struct files *f,
+                                               const struct cnode *n)
+{
+    const struct cache_remote *x = remote_find_path(r, n->path);
+    if (!x || !n->memory_id[0] || strcmp(x->memory_id, n->memory_id) == 0)
+        return NULL;
+    const char *id = x->memory_id;
+    for (size_t hops = 0; hops <= f->n; hops++) {
+        const struct cnode *g = renamed_with(f, r, id);
+        if (!g)
+            return NULL; /* X stays where it is: a real path conflict */
+        const struct cache_remote *h = remote_find_path(r, g->path);
+        if (!h)
+            return NULL; /* a chain onto a free path */
+        if (strcmp(h->memory_id, n->memory_id) == 0)
+            return x;
+        id = h->memory_id;
+    }
+    return NULL;
+}
+
+/* Step 2: tombstones. */
+static int plan_tombstones(struct cycle *cy)
+{
+    struct sstore *st = cy->st;
+    struct plan *p = &cy->plan;
+    int rc = 0;
+    for (size_t i = 0; i < cy->tombs.n && !rc; i++) {
+        const struct cache_tombstone *t = &cy->tombs.v[i];
+        if (tomb_taken(&cy->files, t))
+            continue; /* a new file at its path updates the memory (plan_file) */
+        const struct cache_remote *rm = remote_find_id(&cy->r, t->memory_id);
+        const struct cache_sent *sent = sent_match(&cy->sent, t->memory_id, 0, rm);
+        struct rec_in in = {
+            .memory_id = t->memory_id, .base_sha = t->base_sha, .base_path = t->base_path,
+            .local = REC_L_DELETED, .path = t->base_path, .remote = rm != NULL,
+            .remote_id = rm ? rm->memory_id : NULL, .remote_sha = rm ? rm->sha : NULL,
+            .remote_path = rm ? rm->path : NULL, .sent_sha = sent ? sent->sha : NULL,
+            .sent_path = sent ? sent->path : NULL,
+            .access = st->read_only ? REC_READ_ONLY : REC_READ_WRITE,
+            .deletions = rec_deletion_mode((enum rec_deletions)t->mode, cycle_mode(cy->s)),
+        };
+        struct rec_out o;
+        rec_decide(&in, &o);
+        if (o.adopted_sent)
+            sent_settled(cy, sent);
+        if (o.counts_cap && p->cap_deletes >= p->limit) {
+            p->held++;
+            continue;
+        }
+        switch (o.action) {
+        case REC_DELETE: {
+            struct job *j = plan_add(p);
+            if (!j) {
+                rc = -ENOMEM;
+                break;
+            }
+            j->action = REC_DELETE;
+            j->path = strdup(t->base_path ? t->base_path : "");
+            snprintf(j->sha, sizeof(j->sha), "%s", o.expect_sha ? o.expect_sha : "");
+            snprintf(j->memory_id, sizeof(j->memory_id), "%s", t->memory_id);
+            p->cap_deletes++;
+            break;
+        }
+        case REC_LOG_DELETE:
+            p->cap_deletes++;
+            p->log_deletes++;
+            say(st, &o, t->base_path, t->base_sha);
+            break;
+        case REC_HOLD_DELETE:
+            say(st, &o, t->base_path, t->base_sha);
+            break;
+        case REC_NOTHING:
+            break;
+        default:
+            /* Keep remote, restore, forget: the tombstone goes; the
+             * listing applied in step 4 shows the server's copy again. */
+            say(st, &o, t->base_path, t->base_sha);
+            if (o.action == REC_RESTORE)
+                cy->rep.conflicts++;
+            cache_tombstone_drop(cy->s->c, st->id, t->memory_id);
+            break;
+        }
+    }
+    return rc;
+}
+
+/* The memory R a file never synced may be: the one at its path, or, when
+ * the file moved after an upload whose answer was lost, the one at the
+ * path that upload went to, if it holds the upload's bytes and no other
+ * file has it.  *sent gets that upload. */
+static const struct cache_remote *remote_of_new(struct cycle *cy, const struct cnode *n,
+                                                const struct cache_sent **sent)
+{
+    const struct cache_remote *rm = remote_find_path(&cy->r, n->path);
+    *sent = sent_match(&cy->sent, "", n->ino, rm);
+    if (rm)
+        return rm;
+    for (size_t i = 0; i < cy->sent.n; i++) {
+        const struct cache_sent *x = &cy->sent.v[i];
+        if (x->memory_id[0] || x->ino != n->ino || strcmp(x->path, n->path) == 0)
+            continue;
+        const struct cache_remote *at = remote_find_path(&cy->r, x->path);
+        if (at && strcmp(at->sha, x->sha) == 0 &&
+            !owned_elsewhere(&cy->files, at->memory_id, n->ino) &&
+            !cache_memory_known(cy->s->c, cy->st->id, at->memory_id)) {
+            *sent = x;
+            return at;
+        }
+    }
+    return NULL;
+}
+
+/* Step 3 for one dirty file. */
+static int plan_file(struct cycle *cy, struct file *f)
+{
+    struct sstore *st = cy->st;
+    struct syncer *s = cy->s;
+    const struct cnode *n = &f->n;
+    const struct cache_tombstone *tk = taken_over(&cy->tombs, n);
+    const char *base_id = tk ? tk->memory_id : n->memory_id;
+    const struct cache_sent *sent = NULL;
+    const struct cache_remote *rm;
+    if (base_id[0]) {
+        rm = remote_find_id(&cy->r, base_id);
+        sent = sent_match(&cy->sent, base_id, n->ino, rm);
+    } else {
+        rm = remote_of_new(cy, n, &sent);
+    }
+    /* A memory listed at the path of a new file but renamed away locally
+     * frees the path: the rename goes out first (push.c), then the create.
+     * Not a conflict. */
+    if (rm && !base_id[0] && owned_elsewhere(&cy->files, rm->memory_id, n->ino))
+        rm = NULL, sent = NULL;
+    struct rec_in in = {
+        .memory_id = base_id, .base_sha = tk ? tk->base_sha : n->base_sha,
+        .base_path = tk ? tk->base_path : n->base_path,
+        .local = REC_L_FILE, .sha = n->sha, .path = n->path, .dirty = true,
+        .refused_sha = f->refused_sha, .sent_sha = sent ? sent->sha : NULL,
+        .sent_path = sent ? sent->path : NULL,
+        .remote = rm != NULL, .remote_id = rm ? rm->memory_id : NULL,
+        .remote_sha = rm ? rm->sha : NULL, .remote_path = rm ? rm->path : NULL,
+        .access = st->read_only ? REC_READ_ONLY : REC_READ_WRITE, .deletions = cycle_mode(s),
+    };
+    struct rec_out o;
+    rec_decide(&in, &o);
+    say(st, &o, n->path, n->sha);
+    int rc = 0;
+    if (o.adopted_sent) {
+        sent_settled(cy, sent);
+        /* The store holds our upload: it is the file's baseline from now
+         * on, whatever else this sync decides. */
+        rc = cache_mark_synced(s->c, n->ino, o.base_id, o.base_sha, o.base_path);
+        if (rc)
+            return rc == -ENOENT ? 0 : rc;
+    }
+    switch (o.action) {
+    case REC_CREATE:
+    case REC_RECREATE:
+    case REC_UPDATE: {
+        bool update = o.action == REC_UPDATE;
+        /* A cycle of renames sends the content to the memory at the path
+         * instead (see cycle_target). */
+        const struct cache_remote *x = update && o.send_path ? cycle_target(&cy->r, &cy->files, n)
+                                                             : NULL;
+        bool send_content = !update || o.send_content || x;
+        bool send_path = !update || (o.send_path && !x);
+        char *buf = NULL;
+        size_t len = 0;
+        if (send_content) {
+            rc = cache_blob_get(s->c, n->sha, &buf, &len);
+            if (rc)
+                return rc == -ENOENT ? 0 : rc; /* being rewritten: next sync */
+            const char *why = NULL;
+            if (rules_check_content(buf, len, &why) == -EILSEQ) {
+                /* Not UTF-8, or a NUL byte: the API cannot take it. */
+                free(buf);
+                if (cycle_first_time(st, REC_MSG_REFUSED, n->path, n->sha))
+                    log_warn(REC_MSG_REFUSED, "memory_store_id", st->id, "path", n->path,
+                             "rejection", why);
+                cy->rep.refused++;
+                return cache_mark_refused(s->c, n->ino, n->sha, why);
+            }
+        }
+        struct job *j = plan_add(&cy->plan);
+        if (!j) {
+            free(buf);
+            return -ENOMEM;
+        }
+        j->action = o.action;
+        j->ino = n->ino;
+        snprintf(j->node_id, sizeof(j->node_id), "%s", o.adopted_sent ? o.base_id : n->memory_id);
+        j->content = buf;
+        j->content_len = len;
+        snprintf(j->sha, sizeof(j->sha), "%s", send_content ? n->sha : o.base_sha);
+        j->path = send_path ? strdup(n->path) : NULL;
+        j->where = strdup(n->path);
+        if ((send_path && !j->path) || !j->where)
+            return -ENOMEM;
+        if (update) {
+            snprintf(j->memory_id, sizeof(j->memory_id), "%s",
+                     x ? x->memory_id : o.base_id ? o.base_id : "");
+            snprintf(j->expect, sizeof(j->expect), "%s",
+                     x ? x->sha : o.expect_sha ? o.expect_sha : "");
+        }
+        if (tk)
+            snprintf(j->tomb_id, sizeof(j->tomb_id), "%s", tk->memory_id);
+        break;
+    }
+    case REC_ADOPT:
+        rc = cache_mark_synced(s->c, n->ino, rm->memory_id, rm->sha, rm->path);
+        if (!rc && tk)
+            rc = cache_tombstone_drop(s->c, st->id, tk->memory_id);
+        break;
+    case REC_NOTHING:
+        /* Dirty but equal to the baseline (e.g. written back to it). */
+        if (n->memory_id[0])
+            rc = cache_mark_synced(s->c, n->ino, n->memory_id, n->base_sha, n->base_path);
+        break;
+    case REC_PULL:
+    case REC_CONFLICT_PULL:
+    case REC_RESTORE:
+        if (o.keep_local) {
+            rc = cache_conflict_add(s->c, st->id, n->path, n->memory_id, n->sha,
+                                    rm ? rm->sha : "");
+            if (rc)
+                return rc;
+            cy->rep.conflicts++;
+        }
+        if (o.base_id && *o.base_id && rm && strcmp(o.base_id, rm->memory_id) == 0 &&
+            n->memory_id[0]) {
+            /* Back to the baseline; step 4 brings it to the remote. */
+            rc = cache_revert_if(s->c, n->ino, n->sha, n->path);
+            if (!rc) {
+                uint64_t *v = realloc(cy->reverted, (cy->n_reverted + 1) * sizeof(*v));
+                if (v) {
+                    cy->reverted = v;
+                    v[cy->n_reverted++] = n->ino;
+                }
+            }
+        } else {
+            /* Another memory holds the path: the local file makes way. */
+            struct cache_change gone = {0};
+            rc = cache_drop_if(s->c, n->ino, n->sha, n->path, &gone.parent, &gone.name);
+            if (!rc && st->n.entry_gone)
+                st->n.entry_gone(st->n.arg, gone.parent, n->ino, gone.name);
+            free(gone.name);
+        }
+        if (rc == -EAGAIN)
+            rc = 0; /* written meanwhile: decided again next sync */
+        break;
+    case REC_REMOVE_LOCAL: {
+        struct cache_change gone = {0};
+        rc = cache_drop_if(s->c, n->ino, n->sha, n->path, &gone.parent, &gone.name);
+        if (!rc && st->n.entry_gone)
+            st->n.entry_gone(st->n.arg, gone.parent, n->ino, gone.name);
+        free(gone.name);
+        if (rc == -EAGAIN)
+            rc = 0;
+        break;
+    }
+    case REC_KEEP_UNSYNCED:
+    case REC_SKIP_REFUSED:
+        if (o.forget_base)
+            rc = cache_forget_base(s->c, n->ino);
+        if (o.action == REC_SKIP_REFUSED)
+            cy->rep.refused++;
+        break;
+    default:
+        break;
+    }
+    return rc;
+}
+
+int plan_all(struct cycle *cy)
+{
+    int rc = plan_tombstones(cy);
+    for (size_t i = 0; i < cy->files.n && !rc; i++)
+        rc = plan_file(cy, &cy->files.v[i]);
+    return rc;
+}

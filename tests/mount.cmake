@@ -12,7 +12,12 @@ foreach(area write write_ro write_durable)
                LIBS PkgConfig::SQLITE3)
 endforeach()
 # Sync back (issue 5): each binary links the shared helpers of test_mount_sync.h.
-foreach(area push conflict delete faults refused unmount ro)
+foreach(area push conflict delete faults refused unmount ro identity hostile open modes)
   mfs_add_test(test_mount_sync_${area} test_mount_sync_${area}.c test_mount_sync_util.c
                TIMEOUT 300 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)
+endforeach()
+# The fault soak and two daemons on one store (issue 8): longer runs.
+foreach(area soak two)
+  mfs_add_test(test_mount_sync_${area} test_mount_sync_${area}.c test_mount_sync_util.c
+               TIMEOUT 600 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)
 endforeach()

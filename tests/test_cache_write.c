@@ -83,7 +83,7 @@ static int count_fn(void *arg, const struct cnode *n)
 static int dirty_count(void)
 {
     int k = 0;
-    cr_assert_eq(cache_dirty_files(C, ST, count_fn, &k), 0);
+    cr_assert_eq(cache_dirty_files(C, ST, false, count_fn, &k), 0);
     return k;
 }
 
@@ -361,7 +361,7 @@ Test(cache_write, read_only_store_refuses_everything)
     cr_expect_eq(n.size, 3);
     cnode_clear(&n);
     int k = 0;
-    cr_assert_eq(cache_dirty_files(C, RO, count_fn, &k), 0);
+    cr_assert_eq(cache_dirty_files(C, RO, false, count_fn, &k), 0);
     cr_expect_eq(k, 0);
     /* and across stores: EXDEV */
     cr_expect_eq(cache_rename(C, root, "a.md", ro_root, "a2.md", 0), -EROFS);
@@ -385,7 +385,7 @@ Test(cache_write, sync_side_api)
     cr_assert_eq(cache_set_content(C, f.ino, "hi", 2, 1, NULL), 0);
     cnode_clear(&f);
     struct cnode got = {0};
-    cr_assert_eq(cache_dirty_files(C, ST, first_dirty, &got), 1);
+    cr_assert_eq(cache_dirty_files(C, ST, false, first_dirty, &got), 1);
     cr_expect_str_eq(got.path, "/new.md");
     cr_expect_str_eq(got.memory_id, "");
     cr_expect_str_eq(got.base_path, "");

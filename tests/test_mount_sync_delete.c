@@ -1,7 +1,8 @@
 /* test_mount_sync_delete.c - --sync-deletions: `enabled` deletes with the
  * precondition (a memory changed remotely after the local rm is restored
  * locally, not deleted), `log_only` logs and keeps the memory on the
- * server, `disabled` keeps it; and the per-sync cap
+ * server, `disabled` keeps it (both keep the file removed locally for the
+ * session; test_mount_sync_modes.c covers later sessions); and the cap
  * max(8, min(50, memories/4)) holds back the rest for later syncs. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -99,6 +100,8 @@ Test(mount_sync_delete, disabled_keeps_the_memory)
     cr_expect_str_eq(c ? c : "(deleted)", "alpha\n", "disabled deleted the memory");
     free(c);
     cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+    /* Locally the file stays removed for the session, as with log_only. */
+    cr_expect_neq(sy_run(NULL, "test -e a.md"), 0, "a.md came back locally");
     free(id);
 }
 

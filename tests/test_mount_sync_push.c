@@ -136,6 +136,10 @@ Test(mount_sync_push, editor_saves_are_one_version_of_the_same_memory)
         ids[i] = sy_id(targets[i]);
         cr_assert_not_null(ids[i]);
     }
+    /* Between two syncs: a sync that lands in the milliseconds between a
+     * temporary file's close and its rename pushes it (and then deletes
+     * it), as it would for any file that exists at that moment. */
+    sy_after_sync();
     char *out = NULL;
     int rc = sy_run(&out, "sed -i 's/alpha/gamma/' sed.md && "
                           "printf 'after mv\\n' > .mvtmp.md.tmp && mv .mvtmp.md.tmp mvtmp.md");

@@ -130,19 +130,27 @@ Test(mount_sync_unmount, sigterm_runs_the_final_sync)
     free(last);
 }
 
-/* A file still open, with edits no close has saved yet, when the worker
- * ends the session: the final sync saves and pushes them. */
-Test(mount_sync_unmount, edits_in_a_file_still_open_are_pushed_at_sigterm)
+/* Files still open when the worker ends the session: only what a writer
+ * saved (fsync) is pushed; what no flush saved is kept in the cache as a
+ * record (memstorefs conflicts), and a new file never saved is not
+ * created at all (issue 8, case 4: the old code pushed the open buffers). */
+Test(mount_sync_unmount, files_still_open_at_sigterm_push_only_what_was_saved)
 {
-    sy_mount(false, "");
+    sy_mount(false, "--flush-timeout 10");
     sy_after_sync();
     int pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 1);
     char path[600];
-    snprintf(path, sizeof(path), "%s/open.md", mnt);
+    snprintf(path, sizeof(path), "%s/saved.md", mnt);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     cr_assert_geq(fd, 0);
-    cr_assert_eq(write(fd, "still open\n", 11), 11);
+    cr_assert_eq(write(fd, "saved\n", 6), 6);
+    cr_assert_eq(fsync(fd), 0);
+    cr_assert_eq(write(fd, "unsaved tail\n", 13), 13);
+    snprintf(path, sizeof(path), "%s/never.md", mnt);
+    int fd2 = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert_geq(fd2, 0);
+    cr_assert_eq(write(fd2, "never saved\n", 12), 12);
     cr_assert_eq(kill(pid, SIGTERM), 0);
     bool gone = false;
     for (int i = 0; i < 35 * 10 && !gone; i++) {
@@ -150,9 +158,26 @@ Test(mount_sync_unmount, edits_in_a_file_still_open_are_pushed_at_sigterm)
         if (!gone)
             usleep(100 * 1000);
     }
-    close(fd); /* the mount is gone: the error does not matter */
+    close(fd); /* the mount is gone: the errors do not matter */
+    close(fd2);
     cr_assert(gone, "the daemon did not exit after SIGTERM");
-    char *c = sy_content("/open.md");
-    cr_expect_str_eq(c ? c : "(missing)", "still open\n", "the open file's edit was lost");
+    char *c = sy_content("/saved.md");
+    cr_expect_str_eq(c ? c : "(missing)", "saved\n", "not the saved state that was pushed");
     free(c);
+    c = sy_content("/never.md");
+    cr_expect_null(c, "a file never saved was created: %s", c ? c : "");
+    free(c);
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts WHERE kind = 1");
+    cr_expect_str_eq(k, "2", "the unsaved edits were not kept");
+    free(k);
+    char *out = NULL;
+    mnt_sh(&E, &out, "$MFS conflicts --cache-dir $CACHE");
+    cr_expect(strstr(out, "/saved.md") && strstr(out, "/never.md") &&
+              strstr(out, "unsaved at unmount"), "conflicts does not list them: %s", out);
+    free(out);
+    char *id = mnt_q(&E, "SELECT id FROM conflicts WHERE path = '/saved.md'");
+    mnt_sh(&E, &out, "$MFS conflicts show %s --cache-dir $CACHE", id);
+    cr_expect_str_eq(out, "saved\nunsaved tail\n", "the kept edit is not the open buffer");
+    free(out);
+    free(id);
 }

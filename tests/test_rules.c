@@ -257,8 +257,12 @@ Test(rules, check_content_sizes)
     /* An invalid byte inside an otherwise fine buffer is found anywhere. */
     buf[102396] = '\xff';
     cr_expect_eq(rules_check_content(buf, 102400, NULL), -EILSEQ);
-    /* NUL bytes are valid UTF-8. */
-    cr_expect_eq(rules_check_content("a\0b", 3, NULL), 0);
+    /* NUL bytes are valid UTF-8, but the API refuses content holding one:
+     * refused locally, with its own reason. */
+    cr_expect(rules_utf8_valid("a\0b", 3));
+    const char *why = NULL;
+    cr_expect_eq(rules_check_content("a\0b", 3, &why), -EILSEQ);
+    cr_expect(why && strstr(why, "NUL"), "reason: %s", why ? why : "(none)");
     free(buf);
 }
 

@@ -277,14 +277,57 @@ Test(parse, page)
     api_list_free(&l);
     cr_assert_eq(l.n, 0);
 
-    const char *bad[] = {"{\"data\":{}}", "{\"data\":[1]}", "{\"data\":[],\"next_page\":5}",
-                         "{\"data\":[{\"type\":\"memory\",\"id\":3}]}"};
+    /* A page that is not a page is refused whole. */
+    const char *bad[] = {"{\"data\":{}}", "{\"data\":[],\"next_page\":5}", "[]", "not json"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct api_list l2 = {0};
         cr_assert_eq(apip_memory_page(bad[i], strlen(bad[i]), &l2, &next, &what), -EPROTO,
                      "bad %zu", i);
         api_list_free(&l2);
     }
+}
+
+/* One malformed item does not refuse its page: it is left out, described
+ * (with its id and path when usable), and every other item is kept. */
+Test(parse, page_with_malformed_items)
+{
+    char sha[65];
+    sha256_hex("", 0, sha);
+    char doc[4096];
+    snprintf(doc, sizeof(doc),
+             "{\"data\":[1,{\"id\":\"mem_untyped\"},"
+             "{\"type\":\"memory\",\"id\":\"mem_rel\",\"path\":\"relative\","
+             "\"content_sha256\":\"%s\",\"content_size_bytes\":0,\"memory_version_id\":\"v\"},"
+             "{\"type\":\"memory\",\"id\":\"mem_neg\",\"path\":\"/neg\","
+             "\"content_sha256\":\"%s\",\"content_size_bytes\":-1,\"memory_version_id\":\"v\"},"
+             "{\"type\":\"memory\",\"id\":\"\",\"path\":\"/noid\","
+             "\"content_sha256\":\"%s\",\"content_size_bytes\":0,\"memory_version_id\":\"v\"},"
+             "{\"type\":\"memory\",\"id\":\"mem_big\",\"path\":\"/big\","
+             "\"content_sha256\":\"%s\",\"content_size_bytes\":102401,\"memory_version_id\":\"v\"},"
+             "{\"type\":\"memory\",\"id\":\"mem_ok\",\"path\":\"/ok\","
+             "\"content_sha256\":\"%s\",\"content_size_bytes\":102400,\"memory_version_id\":\"v\"}],"
+             "\"next_page\":null}",
+             sha, sha, sha, sha, sha);
+    struct api_list l = {0};
+    char *next = NULL;
+    const char *what = NULL;
+    cr_assert_eq(apip_memory_page(doc, strlen(doc), &l, &next, &what), 0, "%s", what);
+    cr_assert_eq(l.n, 1);
+    cr_expect_str_eq(l.items[0].id, "mem_ok");
+    cr_assert_eq(l.n_skipped, 6);
+    cr_expect_null(l.skipped[0].id);
+    cr_expect_str_eq(l.skipped[1].id, "mem_untyped");
+    cr_expect_str_eq(l.skipped[2].id, "mem_rel");
+    cr_expect_str_eq(l.skipped[2].path, "relative");
+    cr_expect_str_eq(l.skipped[3].id, "mem_neg");
+    cr_expect_null(l.skipped[4].id, "an empty id is not usable");
+    cr_expect_str_eq(l.skipped[4].path, "/noid");
+    cr_expect_str_eq(l.skipped[5].id, "mem_big");
+    for (size_t i = 0; i < l.n_skipped; i++)
+        cr_expect(l.skipped[i].reason && *l.skipped[i].reason, "item %zu has no reason", i);
+    cr_expect(strstr(l.skipped[5].reason, "102400") != NULL, "%s", l.skipped[5].reason);
+    api_list_free(&l);
+    cr_expect_eq(l.n_skipped, 0);
 }
 
 Test(parse, store)

@@ -251,16 +251,24 @@ static void detach_all(const struct mnt_env *e)
     fclose(f);
 }
 
+void mnt_stop_daemons(const struct mnt_env *e)
+{
+    mnt_sh(e, NULL, "timeout 60 $MFS unmount --all >/dev/null 2>&1");
+    kill_daemons(e);
+}
+
 void mnt_teardown(struct mnt_env *e)
 {
     if (!e->root[0])
         return;
-    mnt_sh(e, NULL, "timeout 60 $MFS unmount --all >/dev/null 2>&1");
-    kill_daemons(e);
+    mnt_stop_daemons(e);
     detach_all(e);
     msd_stop(&e->msd);
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->root);
-    (void)!system(cmd);
+    if (getenv("MNT_KEEP")) /* a post-mortem: the cache, the log, the runtime dir */
+        fprintf(stderr, "mnt: kept %s\n", e->root);
+    else
+        (void)!system(cmd);
     e->root[0] = '\0';
 }

@@ -23,8 +23,16 @@ struct mnt_env {
 int mnt_setup(struct mnt_env *e, const char *const *msd_args);
 /* Unmounts everything under root (memstorefs unmount --all, then SIGKILL
  * of any daemon still alive by the PID in its lock file, then a lazy
- * fusermount3 -u of any mount left), stops memstored, removes root. */
+ * fusermount3 -u of any mount left), stops memstored, removes root (kept,
+ * for a post-mortem, when MNT_KEEP is set; with MSD_KEEP=1 memstored's
+ * directory is kept too). */
 void mnt_teardown(struct mnt_env *e);
+
+/* The first part of mnt_teardown: unmounts every store of e's runtime dir
+ * (memstorefs unmount --all), then SIGKILLs any daemon still alive by the
+ * PID in its lock file.  For a second daemon of a test: a copy of the env
+ * with its own run and cache directories below the same root. */
+void mnt_stop_daemons(const struct mnt_env *e);
 
 /* Runs `sh -c CMD` (printf-formatted) with ANTHROPIC_API_KEY=test-key,
  * ANTHROPIC_BASE_URL=<memstored>, MEMSTOREFS_RUNTIME_DIR=<run>,

@@ -1,0 +1,260 @@
+/* test_cache_sent.c - the cache side of issue 8, without a mount: uploads
+ * in flight and their answers (cache/sent.c) follow the file through an
+ * atomic save, become a deletion when the file went, are refused when they
+ * name another file's memory; content is pushed only once a writer
+ * finished it (enum cache_saved); a deletion keeps its mode and one made
+ * under log_only or disabled ends with the session. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+
+static char dir[64];
+static struct cache *C;
+static uint64_t root;
+#define ST "memstore_s"
+
+static char sha_a[65], sha_b[65];
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/mfs-cs-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(cache_open(dir, &C), 0);
+    cr_assert_eq(cache_store_attach(C, ST, false, &root), 0);
+    sha256_hex("aaa", 3, sha_a);
+    sha256_hex("bb", 2, sha_b);
+    cr_assert_eq(cache_blob_put(C, sha_a, "aaa", 3), 0);
+    cr_assert_eq(cache_blob_put(C, sha_b, "bb", 2), 0);
+    struct cache_remote r[2] = {{"/a.md", "mem_a", sha_a, 3}, {"/b.md", "mem_b", sha_b, 2}};
+    cr_assert_eq(cache_apply_remote(C, ST, r, 2, NULL), 0);
+}
+
+static void teardown(void)
+{
+    cache_close(&C);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+
+TestSuite(cache_sent, .init = setup, .fini = teardown, .timeout = 30);
+
+static uint64_t ino_at(const char *name)
+{
+    struct cnode n;
+    cr_assert_eq(cache_lookup(C, root, name, &n), 0, "%s is missing", name);
+    uint64_t ino = n.ino;
+    cnode_clear(&n);
+    return ino;
+}
+
+static struct cnode node(uint64_t ino)
+{
+    struct cnode n;
+    cr_assert_eq(cache_getattr(C, ino, &n), 0);
+    return n;
+}
+
+static size_t n_tombstones(const char *memory_id, int *mode, char *base_sha)
+{
+    struct cache_tombstone *t;
+    size_t k, hits = 0;
+    cr_assert_eq(cache_tombstones(C, ST, &t, &k), 0);
+    for (size_t i = 0; i < k; i++)
+        if (!memory_id || strcmp(t[i].memory_id, memory_id) == 0) {
+            hits++;
+            if (mode)
+                *mode = t[i].mode;
+            if (base_sha)
+                snprintf(base_sha, 65, "%s", t[i].base_sha);
+        }
+    cache_tombstones_free(t, k);
+    return hits;
+}
+
+/* Records an upload of ino as the push does. */
+static int64_t sent(uint64_t ino, const char *memory_id, const char *path, const char *sha)
+{
+    struct cache_sent v = {.ino = ino, .path = (char *)path};
+    snprintf(v.memory_id, sizeof(v.memory_id), "%s", memory_id);
+    snprintf(v.node_id, sizeof(v.node_id), "%s", memory_id);
+    snprintf(v.sha, sizeof(v.sha), "%s", sha);
+    cr_assert_eq(cache_sent_add(C, ST, &v, 1), 0);
+    cr_assert_gt(v.id, 0);
+    return v.id;
+}
+
+/* An upload planned for a file that was replaced before it went out is
+ * not recorded (so not sent). */
+Test(cache_sent, an_upload_of_a_replaced_file_is_not_recorded)
+{
+    uint64_t a = ino_at("a.md");
+    struct cnode tmp;
+    cr_assert_eq(cache_create(C, root, "t", false, 1, &tmp), 0);
+    cr_assert_eq(cache_rename(C, root, "t", root, "a.md", 0), 0);
+    char p[] = "/a.md";
+    struct cache_sent v = {.ino = a, .path = p};
+    snprintf(v.memory_id, sizeof(v.memory_id), "mem_a");
+    snprintf(v.node_id, sizeof(v.node_id), "mem_a");
+    snprintf(v.sha, sizeof(v.sha), "%s", sha_a);
+    cr_assert_eq(cache_sent_add(C, ST, &v, 1), 0);
+    cr_expect_eq(v.id, -1, "an upload of a replaced file was recorded");
+    cnode_clear(&tmp);
+}
+
+/* sed -i while the update of a.md (v2) is out: the answer lands on the
+ * file that replaced it, never a deletion. */
+Test(cache_sent, an_answer_follows_an_atomic_save)
+{
+    uint64_t a = ino_at("a.md");
+    char v2[65];
+    cr_assert_eq(cache_set_content(C, a, "v2", 2, 1, v2), 0);
+    int64_t id = sent(a, "mem_a", "/a.md", v2);
+    struct cnode tmp;
+    cr_assert_eq(cache_create(C, root, "sedXYZ", false, 2, &tmp), 0);
+    cr_assert_eq(cache_set_content(C, tmp.ino, "v3", 2, 2, NULL), 0);
+    cr_assert_eq(cache_rename(C, root, "sedXYZ", root, "a.md", 0), 0);
+    cr_expect_eq(cache_sent_owner(C, id), tmp.ino, "the upload did not move to the new file");
+    struct cache_answer ans = {.sent_id = id, .ino = a, .written_id = "mem_a",
+                               .node_id = "mem_a", .memory_id = "mem_a", .sha = v2,
+                               .path = "/a.md"};
+    struct cache_answer_result res;
+    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
+    cr_expect_eq(res.outcome, CACHE_ANS_APPLIED);
+    cr_expect_eq(res.ino, tmp.ino);
+    struct cnode n = node(tmp.ino);
+    cr_expect_str_eq(n.memory_id, "mem_a");
+    cr_expect_str_eq(n.base_sha, v2, "the answer is not the new file's baseline");
+    cr_expect_eq(n.state, CNODE_DIRTY, "v3 must still be pushed on top");
+    cnode_clear(&n);
+    cnode_clear(&tmp);
+    cr_expect_eq(n_tombstones(NULL, NULL, NULL), 0, "the answer became a deletion");
+    cr_expect_eq(cache_sent_owner(C, id), 0, "the settled upload is still recorded");
+}
+
+/* A file removed while its create was out: the memory it made is a
+ * deletion, recorded with the mode of the store's mount. */
+Test(cache_sent, an_answer_for_a_removed_file_is_a_deletion_with_the_mode)
+{
+    cr_assert_eq(cache_store_set_mode(C, ST, CACHE_DEL_LOG_ONLY), 0);
+    struct cnode f;
+    cr_assert_eq(cache_create(C, root, "n.md", false, 1, &f), 0);
+    char sha[65];
+    cr_assert_eq(cache_set_content(C, f.ino, "n", 1, 1, sha), 0);
+    int64_t id = sent(f.ino, "", "/n.md", sha);
+    cr_assert_eq(cache_unlink(C, root, "n.md", false, NULL), 0);
+    struct cache_answer ans = {.sent_id = id, .ino = f.ino, .written_id = "", .node_id = "",
+                               .memory_id = "mem_n", .sha = sha, .path = "/n.md"};
+    struct cache_answer_result res;
+    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
+    cr_expect_eq(res.outcome, CACHE_ANS_ORPHANED);
+    int mode = -1;
+    char base[65] = "";
+    cr_expect_eq(n_tombstones("mem_n", &mode, base), 1);
+    cr_expect_eq(mode, CACHE_DEL_LOG_ONLY);
+    cr_expect_str_eq(base, sha);
+    cnode_clear(&f);
+}
+
+/* A create answered with the id another file has is refused. */
+Test(cache_sent, an_answer_naming_another_files_memory_is_refused)
+{
+    struct cnode f;
+    cr_assert_eq(cache_create(C, root, "n.md", false, 1, &f), 0);
+    char sha[65];
+    cr_assert_eq(cache_set_content(C, f.ino, "n", 1, 1, sha), 0);
+    int64_t id = sent(f.ino, "", "/n.md", sha);
+    struct cache_answer ans = {.sent_id = id, .ino = f.ino, .written_id = "", .node_id = "",
+                               .memory_id = "mem_b", .sha = sha, .path = "/n.md"};
+    struct cache_answer_result res;
+    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
+    cr_expect_eq(res.outcome, CACHE_ANS_FOREIGN);
+    struct cnode n = node(f.ino);
+    cr_expect_str_eq(n.memory_id, "", "the file took another file's memory");
+    cr_expect_eq(n.state, CNODE_DIRTY);
+    cnode_clear(&n);
+    n = node(ino_at("b.md"));
+    cr_expect_str_eq(n.memory_id, "mem_b");
+    cnode_clear(&n);
+    /* An update answered about another memory than the one updated. */
+    uint64_t a = ino_at("a.md");
+    ans = (struct cache_answer){.ino = a, .written_id = "mem_a", .node_id = "mem_a",
+                                .memory_id = "mem_other", .sha = sha, .path = "/a.md"};
+    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
+    cr_expect_eq(res.outcome, CACHE_ANS_FOREIGN);
+    cnode_clear(&f);
+}
+
+/* Only content a writer finished is pushed by a periodic sync. */
+static int count_fn(void *arg, const struct cnode *n)
+{
+    (void)n;
+    (*(int *)arg)++;
+    return 0;
+}
+
+static int dirty(bool final)
+{
+    int k = 0;
+    cr_assert_eq(cache_dirty_files(C, ST, final, count_fn, &k), 0);
+    return k;
+}
+
+Test(cache_sent, only_finished_content_is_pushed)
+{
+    struct cnode f;
+    cr_assert_eq(cache_create_open(C, root, "open.md", 1, &f), 0);
+    cr_expect_eq(f.unsaved, CACHE_NEW);
+    cr_expect_eq(dirty(false), 0, "a new file no writer saved is pushable");
+    cr_expect_eq(dirty(true), 0, "a new file never flushed is pushable at the end");
+    /* A close of one descriptor: held until the writer finishes. */
+    cr_assert_eq(cache_set_content_if(C, f.ino, "part", 4, 2, f.sha, true, NULL), 0);
+    cr_expect_eq(dirty(false), 0, "held content is pushed by a periodic sync");
+    cr_expect_eq(dirty(true), 1, "held content is not pushed by the final sync");
+    cr_assert_eq(cache_mark_saved(C, f.ino), 0);
+    cr_expect_eq(dirty(false), 1, "saved content is not pushed");
+    struct cache_store_stats st;
+    cr_assert_eq(cache_store_stats(C, ST, &st), 0);
+    cr_expect_eq(st.unsaved, 0);
+    /* A restart: held content becomes saved (no writer survives it). */
+    struct cnode g;
+    cr_assert_eq(cache_create_open(C, root, "g.md", 1, &g), 0);
+    cr_assert_eq(cache_set_content_if(C, g.ino, "g", 1, 2, g.sha, true, NULL), 0);
+    struct cnode h;
+    cr_assert_eq(cache_create_open(C, root, "h.md", 1, &h), 0);
+    cr_assert_eq(cache_store_stats(C, ST, &st), 0);
+    cr_expect_eq(st.unsaved, 1);
+    uint64_t again;
+    cr_assert_eq(cache_store_attach(C, ST, false, &again), 0);
+    cr_expect_eq(dirty(false), 2, "held content was not saved by the next attach");
+    cr_assert_eq(cache_store_stats(C, ST, &st), 0);
+    cr_expect_eq(st.unsaved, 1, "a file never flushed became pushable");
+    cnode_clear(&f);
+    cnode_clear(&g);
+    cnode_clear(&h);
+}
+
+Test(cache_sent, log_only_and_disabled_deletions_end_with_the_session)
+{
+    cr_assert_eq(cache_store_set_mode(C, ST, CACHE_DEL_DISABLED), 0);
+    cr_assert_eq(cache_unlink(C, root, "a.md", false, NULL), 0);
+    cr_assert_eq(cache_store_set_mode(C, ST, CACHE_DEL_ENABLED), 0);
+    cr_assert_eq(cache_unlink(C, root, "b.md", false, NULL), 0);
+    int mode = -1;
+    cr_expect_eq(n_tombstones("mem_a", &mode, NULL), 1);
+    cr_expect_eq(mode, CACHE_DEL_DISABLED);
+    cr_expect_eq(n_tombstones("mem_b", &mode, NULL), 1);
+    cr_expect_eq(mode, CACHE_DEL_ENABLED);
+    struct cache_store_stats st;
+    cr_assert_eq(cache_store_stats(C, ST, &st), 0);
+    cr_expect_eq(st.tombstones, 2);
+    cr_expect_eq(st.kept_deletions, 1);
+    uint64_t again;
+    cr_assert_eq(cache_store_attach(C, ST, false, &again), 0);
+    cr_expect_eq(n_tombstones("mem_a", NULL, NULL), 0, "a disabled deletion outlived its session");
+    cr_expect_eq(n_tombstones("mem_b", NULL, NULL), 1, "an enabled deletion was forgotten");
+}

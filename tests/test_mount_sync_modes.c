@@ -1,0 +1,120 @@
+/* test_mount_sync_modes.c - a deletion carries the --sync-deletions mode in
+ * force when the file was removed: a file removed under log_only (or
+ * disabled) is never deleted from the store by a later mount in the
+ * default mode nor by `memstorefs flush`, which finishes and says what it
+ * did not delete and why; the next session shows the memory again.  Each
+ * failed before the fix (issue 8, case 5): the next default mount deleted
+ * the memory, and flush said "still pending 1" and exited 1. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "reconcile.h"
+#include "test_mount_sync.h"
+
+static const char *const seed[] = {"/k.md", "kept\n", "/other.md", "other\n", NULL};
+
+static void setup(void)
+{
+    sy_start(seed);
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_sync_modes, .init = setup, .fini = teardown, .timeout = 150);
+
+#define DELETE_ROUTE "DELETE /v1/memory_stores/{id}/memories/{id}"
+
+static void unmount(void)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS unmount '%s'", mnt);
+    cr_assert_eq(rc, 0, "unmount failed: %s", out);
+    free(out);
+}
+
+/* Removes k.md under mode and waits for the sync that keeps it. */
+static void remove_under(const char *mode)
+{
+    char opt[64];
+    snprintf(opt, sizeof(opt), "--sync-deletions %s", mode);
+    sy_mount(false, opt);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "rm k.md"), 0);
+    sy_after_sync();
+    sy_after_sync();
+    cr_expect_neq(sy_run(NULL, "test -e k.md"), 0, "k.md came back in the same session");
+}
+
+static void expect_memory_kept(const char *id)
+{
+    char *c = sy_content("/k.md");
+    cr_expect_str_eq(c ? c : "(deleted)", "kept\n", "the memory was deleted");
+    free(c);
+    cr_expect_eq(sy_count_versions(id, "deleted"), 0, "a deleted version was written");
+    cr_expect_eq(t_route_count(&E.msd, DELETE_ROUTE), 0, "a delete was sent");
+}
+
+static void later_default_mount_keeps(const char *mode)
+{
+    char *id = sy_id("/k.md");
+    cr_assert_not_null(id);
+    remove_under(mode);
+    unmount();
+    sy_mount(false, "");
+    sy_after_sync();
+    sy_after_sync();
+    expect_memory_kept(id);
+    /* A new session: the memory shows again. */
+    cr_expect(mnt_wait_sh(&E, WITHIN, "test \"$(cat '%s/k.md')\" = kept", mnt),
+              "k.md did not come back in the next session");
+    free(id);
+}
+
+Test(mount_sync_modes, a_log_only_deletion_is_never_sent_by_a_later_mount)
+{
+    later_default_mount_keeps("log_only");
+}
+
+Test(mount_sync_modes, a_disabled_deletion_is_never_sent_by_a_later_mount)
+{
+    later_default_mount_keeps("disabled");
+}
+
+/* The daemon is killed while a log_only deletion is recorded: flush, in
+ * either mode, leaves the memory and finishes with exit 0, saying why. */
+Test(mount_sync_modes, flush_finishes_and_says_what_it_did_not_delete)
+{
+    char *id = sy_id("/k.md");
+    cr_assert_not_null(id);
+    remove_under("log_only");
+    cr_assert_eq(sy_run(NULL, "echo edited > other.md"), 0);
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    char *out = NULL;
+    mnt_sh(&E, &out, "$MFS unmount '%s'", mnt); /* cleans the dead mount */
+    free(out);
+    int rc = mnt_sh(&E, &out, "timeout 60 $MFS flush --cache-dir $CACHE --sync-deletions log_only");
+    cr_expect_eq(rc, 0, "flush log_only failed: %s", out);
+    cr_expect(strstr(out, "not deleted 1") && strstr(out, "log_only"),
+              "flush does not say what it did not delete and why: %s", out);
+    free(out);
+    rc = mnt_sh(&E, &out, "timeout 60 $MFS flush --cache-dir $CACHE");
+    cr_expect_eq(rc, 0, "flush in the default mode failed: %s", out);
+    cr_expect(strstr(out, "not deleted 1"), "flush does not say what it kept: %s", out);
+    free(out);
+    expect_memory_kept(id);
+    char *c = sy_content("/other.md");
+    cr_expect_str_eq(c ? c : "(none)", "edited\n", "flush did not push the edit");
+    free(c);
+    free(id);
+}

@@ -1,0 +1,117 @@
+/* test_mount_sync_open.c - only content a writer has closed or fsynced
+ * reaches the store: a new file held open across syncs is not created
+ * until it is closed; vim's swap file (binary, NUL bytes, fsynced, then
+ * removed) never becomes a memory; content with NUL bytes is refused
+ * locally without a request and listed by status.  Each failed before the
+ * fix (issue 8, case 4): a 0-byte version was created, then modified. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+static const char *const seed[] = {"/f.md", "v1\n", NULL};
+
+static void setup(void)
+{
+    sy_start(seed);
+    sy_mount(false, "");
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_sync_open, .init = setup, .fini = teardown, .timeout = 150);
+
+#define CREATE_ROUTE "POST /v1/memory_stores/{id}/memories"
+
+/* How many versions of the store were written at a path ending in tail. */
+static int versions_at(const char *tail)
+{
+    cJSON *l = sy_versions(NULL);
+    int n = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, l)
+    {
+        const char *p = tj_str(it, "path");
+        if (p && strlen(p) >= strlen(tail) && strcmp(p + strlen(p) - strlen(tail), tail) == 0)
+            n++;
+    }
+    cJSON_Delete(l);
+    return n;
+}
+
+Test(mount_sync_open, a_new_file_held_open_is_created_only_once_closed)
+{
+    sy_after_sync();
+    /* A writer that keeps the file open across two syncs. */
+    cr_assert_eq(sy_run(NULL, "( exec 3>held.md; printf 'part\\n' >&3; sleep 12; "
+                              "printf 'rest\\n' >&3; exec 3>&- ) >/dev/null 2>&1 &"), 0);
+    sy_after_sync();
+    sy_after_sync();
+    cr_expect_eq(versions_at("/held.md"), 0, "a half-written file reached the store");
+    const char *const want[] = {"/f.md", "v1\n", "/held.md", "part\nrest\n", NULL};
+    char *last = NULL;
+    cr_assert(sy_wait_server(want, 2 * WITHIN, &last), "held.md never arrived: %s", last);
+    free(last);
+    char *id = sy_id("/held.md");
+    cr_expect_eq(sy_count_versions(id, NULL), 1, "held.md: more than its one created version");
+    free(id);
+}
+
+/* vim keeps a swap file beside the file it edits: binary (NUL bytes),
+ * fsynced, rewritten, removed when vim quits. */
+Test(mount_sync_open, a_swap_file_never_becomes_a_memory)
+{
+    sy_after_sync();
+    long creates = t_route_count(&E.msd, CREATE_ROUTE);
+    cr_assert_eq(sy_run(NULL,
+        "python3 - >/dev/null 2>&1 <<'EOF' &\n"
+        "import os, time\n"
+        "fd = os.open('.f.md.swp', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)\n"
+        "os.write(fd, b'b0VIM 9.0' + b'\\0' * 100 + b'user\\0host\\0f.md\\0')\n"
+        "os.fsync(fd)\n"
+        "time.sleep(7)\n"
+        "os.write(fd, b'\\0' * 50 + b'more')\n"
+        "os.fsync(fd)\n"
+        "time.sleep(6)\n"
+        "os.close(fd)\n"
+        "os.unlink('.f.md.swp')\n"
+        "EOF\n"), 0);
+    sy_after_sync();
+    sy_after_sync();
+    sy_after_sync();
+    cr_expect(mnt_wait_sh(&E, WITHIN, "! test -e '%s/.f.md.swp'", mnt), "the swap file stayed");
+    sy_after_sync();
+    cr_expect_eq(versions_at(".swp"), 0, "the swap file reached the store's history");
+    cr_expect_eq(t_route_count(&E.msd, CREATE_ROUTE), creates, "a create was sent for it");
+    char *st = mnt_q(&E, "SELECT count(*) FROM tombstones");
+    cr_expect_str_eq(st, "0", "a deletion is pending for it");
+    free(st);
+}
+
+Test(mount_sync_open, content_with_a_nul_byte_is_refused_locally)
+{
+    sy_after_sync();
+    long creates = t_route_count(&E.msd, CREATE_ROUTE);
+    cr_assert_eq(sy_run(NULL, "printf 'a\\0b\\n' > nul.md"), 0);
+    sy_after_sync();
+    sy_after_sync();
+    cr_expect_eq(t_route_count(&E.msd, CREATE_ROUTE), creates, "it was sent to the server");
+    char *out = NULL;
+    mnt_sh(&E, &out, "$MFS status");
+    cr_expect(strstr(out, "refused         /nul.md") && strstr(out, "NUL byte"),
+              "status does not list the refusal with its reason: %s", out);
+    free(out);
+    /* Still there locally, byte for byte; a fixed file is pushed. */
+    cr_expect_eq(sy_run(NULL, "test \"$(od -An -c nul.md | tr -d ' \\n')\" = 'a\\0b\\n'"), 0);
+    cr_assert_eq(sy_run(NULL, "printf 'ab\\n' > nul.md"), 0);
+    const char *const want[] = {"/f.md", "v1\n", "/nul.md", "ab\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, 2 * WITHIN, &last), "the fixed file was not pushed: %s", last);
+    free(last);
+}

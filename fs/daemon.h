@@ -30,6 +30,15 @@ void daemon_teardown_store(struct fs_store *s);
 void daemon_unmount(struct fs_store **v, size_t n, FILE *report);
 /* status.c: writes the status of every live store to fd, then "ok". */
 void status_serve(struct daemon *d, int fd, bool json);
+/* daemon_io.c: opens the log target of a mount (--log-file, else
+ * CACHE_DIR/memstorefs.log in background mode), printing the reason when
+ * it cannot; detaches stdio in background mode (stderr stays when the log
+ * goes there); the listing progress line (a syncer_opts progress callback
+ * whose arg is a bool). */
+struct mount_opts;
+int daemon_open_log(const struct mount_opts *o);
+void daemon_detach_stdio(void);
+void daemon_list_progress(void *arg, const char *store_id, size_t listed, bool last);
 /* Serves one connection on the control socket (main thread only). */
 void control_serve(struct daemon *d, int listen_fd);
 

@@ -149,13 +149,27 @@ static void describe(char *why, size_t len, const char *what, const char *store,
         snprintf(why, len, "%s memory store %s: %s", what, store, strerror(-rc));
 }
 
+struct progress_ctx {
+    struct syncer *s;
+    struct sstore *st;
+};
+
+static void list_progress(void *arg, size_t listed, bool last)
+{
+    struct progress_ctx *p = arg;
+    p->s->o.progress(p->s->o.progress_arg, p->st->id, listed, last);
+}
+
 int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
                 struct cache_remote **out, size_t *n, char *why, size_t whylen)
 {
     struct api_error e = {0};
     *out = NULL;
     *n = 0;
-    int rc = api_memories_list(s->h, st->id, list, &e);
+    struct progress_ctx pc = {s, st};
+    bool report = st->progress && s->o.progress;
+    int rc = api_memories_list_progress(s->h, st->id, NULL, list, &e,
+                                        report ? list_progress : NULL, &pc);
     if (rc) {
         describe(why, whylen, "cannot list", st->id, rc, &e);
         api_error_clear(&e);
@@ -181,7 +195,8 @@ int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
                      "memory_store_id", st->id, "path", m->path, "reason", reason);
             continue;
         }
-        r[k++] = (struct cache_remote){m->path, m->id, m->sha, (uint64_t)m->size};
+        r[k++] = (struct cache_remote){m->path, m->id, m->sha, (uint64_t)m->size,
+                                       m->updated_ns};
     }
     qsort(r, k, sizeof(*r), cmp_remote);
     *out = r;
@@ -218,7 +233,9 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
         why = local_why;
         whylen = sizeof(local_why);
     }
+    st->progress = true; /* before syncer_start: no other thread uses st */
     int rc = engine_list(s, st, &list, &r, &n, why, whylen);
+    st->progress = false;
     if (!rc)
         rc = engine_apply(s, st, r, n, why, whylen);
     free(r);

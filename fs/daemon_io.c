@@ -1,0 +1,67 @@
+/* daemon_io.c - the daemon's output around the mount: its log target
+ * (--log-file: a file, syslog or stderr; opened before the mount commits,
+ * so a target that cannot be opened refuses the mount), stdio once it runs
+ * in the background, and the listing progress line shown on a terminal
+ * while a big store is listed at mount.  Main thread only (the progress
+ * callback runs on it too, from syncer_refresh). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "daemon.h"
+#include "log.h"
+
+/* Opens the log target of the mount: --log-file, else (background mode)
+ * CACHE_DIR/memstorefs.log; nothing in foreground mode without
+ * --log-file (stderr it is).  Prints the reason when it cannot. */
+int daemon_open_log(const struct mount_opts *o)
+{
+    char *spec = o->log_file ? strdup(o->log_file) : NULL;
+    if (!spec && !o->foreground && asprintf(&spec, "%s/memstorefs.log", o->cache_dir) < 0)
+        spec = NULL;
+    if (!spec)
+        return o->foreground && !o->log_file ? 0 : -ENOMEM;
+    char why[4200];
+    int rc = log_target_open(spec, "memstorefs", why, sizeof(why));
+    if (rc)
+        fprintf(stderr, "memstorefs: %s; the daemon's log would be lost, so nothing was "
+                        "mounted (give --log-file another file, syslog or -)\n", why);
+    free(spec);
+    return rc;
+}
+
+/* Background mode: after the mount succeeded, the daemon's stdin and
+ * stdout go to /dev/null, and stderr too unless the log goes there
+ * (--log-file -). */
+void daemon_detach_stdio(void)
+{
+    /* Keep no directory of the caller busy. */
+    if (chdir("/") != 0)
+        log_warn("cannot change to /", "error", strerror(errno));
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        if (!log_target_is_stderr())
+            dup2(null, 2);
+        if (null > 2)
+            close(null);
+    }
+}
+
+/* A progress line on a terminal while a big store is listed at mount. */
+void daemon_list_progress(void *arg, const char *store_id, size_t listed, bool last)
+{
+    bool *shown = arg;
+    if (!isatty(STDERR_FILENO) || (!*shown && last))
+        return; /* not a terminal, or one page: nothing worth a line */
+    fprintf(stderr, "\rmemstorefs: listing memory store %s: %zu memories%s", store_id, listed,
+            last ? "\n" : "...");
+    fflush(stderr);
+    *shown = !last;
+}

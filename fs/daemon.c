@@ -201,11 +201,13 @@ static void *final_main(void *arg)
 /* The final sync of v[0..n) at unmount, bounded by the flush timeout:
  * past it, requests in flight are cancelled and what they carried stays
  * dirty in the cache for the next mount.  Writes one line per store with
- * something left unpushed to report (may be NULL) and to the log. */
-static void final_sync(struct fs_store **v, size_t n, FILE *report)
+ * something left unpushed to report (may be NULL) and to the log, then
+ * (to report) the files concerned.  Returns how many stores left some. */
+static size_t final_sync(struct fs_store **v, size_t n, FILE *report)
 {
+    size_t stores_left = 0;
     if (!D.sync || !n)
-        return;
+        return 0;
     /* Files still open hold edits that no release will save once the
      * mount is gone: into the cache with them first. */
     if (ofile_flush_all(D.cache) != 0)
@@ -249,9 +251,13 @@ static void final_sync(struct fs_store **v, size_t n, FILE *report)
                  "pushes the changes", v[i]->id, parts, D.cache_dir);
         log_warn("memory flush left changes unpushed", "memory_store_id", v[i]->id, "path",
                  v[i]->mount_path, "unpushed", msg);
-        if (report)
+        stores_left++;
+        if (report) {
             fprintf(report, "%s\n", msg);
+            daemon_list_unpushed(D.cache, v[i]->id, v[i]->mount_path, report);
+        }
     }
+    return stores_left;
 }
 
 static size_t live_stores(void)
@@ -262,14 +268,15 @@ static size_t live_stores(void)
     return n;
 }
 
-void daemon_unmount(struct fs_store **v, size_t n, FILE *report)
+size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report)
 {
     if (n && n >= live_stores())
         sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
-    final_sync(v, n, report);
+    size_t left = final_sync(v, n, report);
     for (size_t i = 0; i < n; i++)
         if (!v[i]->gone)
             daemon_teardown_store(v[i]);
+    return left;
 }
 
 static void teardown_all(bool flush)
@@ -593,6 +600,7 @@ int daemon_mount(struct mount_opts *o)
         log_warn("cannot open the control socket; 'memstorefs unmount' will not reach this "
                  "daemon, use SIGTERM", "path", D.ctl_path);
     syncer_start(D.sync);
+    log_target_activate(); /* from now on, lines go to --log-file */
     for (size_t i = 0; i < D.n; i++)
         log_info("mounted memory store", "memory_store_id", D.stores[i].id, "path",
                  D.stores[i].mount_path, "access", D.stores[i].read_only ? "read_only"
@@ -604,7 +612,6 @@ int daemon_mount(struct mount_opts *o)
         fprintf(stderr, "memstorefs: running in the background (pid %d); stop with "
                         "'memstorefs unmount --all' or kill -TERM %d\n", (int)getpid(),
                 (int)getpid());
-    log_target_activate();
     {
         char st[256];
         snprintf(st, sizeof(st), "READY=1\nSTATUS=%zu memory store%s mounted\nMAINPID=%d", D.n,

@@ -26,8 +26,13 @@ struct daemon {
 /* Unmounts one store, removes the directories it created, drops its lock. */
 void daemon_teardown_store(struct fs_store *s);
 /* The final sync of v[0..n) (bounded by the flush timeout), then their
- * teardown; a line per store with unpushed changes goes to report. */
-void daemon_unmount(struct fs_store **v, size_t n, FILE *report);
+ * teardown; a line per store with unpushed changes, and the files
+ * concerned, go to report.  Returns the number of such stores. */
+size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report);
+/* daemon_io.c: one line per file of the store that the cache still holds
+ * unpushed (dirty, deleted locally, refused), at most 50. */
+void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
+                          FILE *out);
 /* status.c: writes the status of every live store to fd, then "ok". */
 void status_serve(struct daemon *d, int fd, bool json);
 /* daemon_io.c: opens the log target of a mount (--log-file, else

@@ -1,8 +1,9 @@
 /* daemon_io.c - the daemon's output around the mount: its log target
  * (--log-file: a file, syslog or stderr; opened before the mount commits,
  * so a target that cannot be opened refuses the mount), stdio once it runs
- * in the background, and the listing progress line shown on a terminal
- * while a big store is listed at mount.  Main thread only (the progress
+ * in the background, the listing progress line shown on a terminal
+ * while a big store is listed at mount, and the list of what an unmount
+ * left unpushed.  Main thread only (the progress
  * callback runs on it too, from syncer_refresh). */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "cli.h"
 #include "daemon.h"
 #include "log.h"
@@ -64,4 +66,56 @@ void daemon_list_progress(void *arg, const char *store_id, size_t listed, bool l
             last ? "\n" : "...");
     fflush(stderr);
     *shown = !last;
+}
+
+struct unpushed_ctx {
+    FILE *out;
+    const char *mount_path;
+    unsigned shown, more;
+};
+
+#define UNPUSHED_SHOWN 50
+
+static void one_unpushed(struct unpushed_ctx *u, const char *path, const char *what)
+{
+    if (u->shown >= UNPUSHED_SHOWN) {
+        u->more++;
+        return;
+    }
+    /* The memory path below the mount point: what the user sees. */
+    fprintf(u->out, "  not pushed: %s%s (%s)\n", u->mount_path, path, what);
+    u->shown++;
+}
+
+static int dirty_fn(void *arg, const struct cnode *n)
+{
+    one_unpushed(arg, n->path, n->memory_id[0] ? "changed locally" : "new file");
+    return 0;
+}
+
+void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
+                          FILE *out)
+{
+    struct unpushed_ctx u = {out, mount_path, 0, 0};
+    cache_dirty_files(c, store_id, dirty_fn, &u);
+    struct cache_tombstone *t = NULL;
+    size_t nt = 0;
+    if (cache_tombstones(c, store_id, &t, &nt) == 0) {
+        for (size_t i = 0; i < nt; i++)
+            one_unpushed(&u, t[i].base_path ? t[i].base_path : t[i].memory_id,
+                         "removed locally, not yet deleted in the store");
+        cache_tombstones_free(t, nt);
+    }
+    struct cache_refused *rf = NULL;
+    size_t nr = 0;
+    if (cache_refused_files(c, store_id, &rf, &nr) == 0) {
+        for (size_t i = 0; i < nr; i++) {
+            char why[600];
+            snprintf(why, sizeof(why), "refused by the server: %s", rf[i].why ? rf[i].why : "?");
+            one_unpushed(&u, rf[i].path, why);
+        }
+        cache_refused_free(rf, nr);
+    }
+    if (u.more)
+        fprintf(out, "  not pushed: %u more\n", u.more);
 }

@@ -216,7 +216,7 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
             return rc;
         sqlite3_bind_text(st, 1, r->sha, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)r->size);
-        sqlite3_bind_int64(st, 3, db_now_ns());
+        sqlite3_bind_int64(st, 3, r->mtime_ns ? r->mtime_ns : db_now_ns());
         sqlite3_bind_int64(st, 4, (sqlite3_int64)ino);
         rc = step_done(c, st, "update node");
         return rc ? rc : record(ch, CACHE_CH_CONTENT, 0, ino, NULL);
@@ -249,14 +249,15 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
     int64_t now = db_now_ns();
     if (found) {
         rc = db_prepare(c, "UPDATE nodes SET parent = ?1, name = ?2, path = ?3, base_path = ?3,"
-                           " sha = ?4, base_sha = ?4, size = ?5, ctime = ?6 WHERE ino = ?7", &st);
+                           " sha = ?4, base_sha = ?4, size = ?5, ctime = ?6, mtime = ?9"
+                           " WHERE ino = ?7", &st);
         if (rc)
             return rc;
         sqlite3_bind_int64(st, 7, (sqlite3_int64)ino);
     } else {
         rc = db_prepare(c, "INSERT INTO nodes(parent, name, path, base_path, sha, base_sha, size,"
                            " ctime, mtime, store, memory_id, is_dir, state)"
-                           " VALUES (?1, ?2, ?3, ?3, ?4, ?4, ?5, ?6, ?6, ?7, ?8, 0, 0)", &st);
+                           " VALUES (?1, ?2, ?3, ?3, ?4, ?4, ?5, ?6, ?9, ?7, ?8, 0, 0)", &st);
         if (rc)
             return rc;
         sqlite3_bind_text(st, 7, store, -1, SQLITE_TRANSIENT);
@@ -268,6 +269,7 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
     sqlite3_bind_text(st, 4, r->sha, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, 5, (sqlite3_int64)r->size);
     sqlite3_bind_int64(st, 6, now);
+    sqlite3_bind_int64(st, 9, r->mtime_ns ? r->mtime_ns : now);
     rc = step_done(c, st, found ? "attach node" : "insert node");
     if (rc)
         return rc;

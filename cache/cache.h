@@ -99,6 +99,7 @@ struct cache_remote {
     const char *memory_id;
     const char *sha;
     uint64_t size;
+    int64_t mtime_ns;  /* the memory's updated_at; 0: unknown (now is used) */
 };
 
 /* What cache_apply_remote did to the tree, for kernel invalidation. */
@@ -123,7 +124,9 @@ void cache_changes_free(struct cache_changes *ch);
  * (with their directories), a changed hash on a clean file becomes the
  * file's new hash (its bytes are fetched later), a memory renamed remotely
  * moves its node (same ino), memories gone remotely are removed with their
- * now-empty implicit directories.  Nodes with local changes are left alone
+ * now-empty implicit directories.  A node that takes the remote version
+ * (new, changed or moved) gets the memory's updated_at as its mtime; an
+ * unchanged one keeps its mtime (the local write time once edited).  Nodes with local changes are left alone
  * (the sync decides about them).  Records every change in *ch. */
 int cache_apply_remote(struct cache *c, const char *store_id, const struct cache_remote *r,
                        size_t n, struct cache_changes *ch);

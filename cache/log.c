@@ -3,8 +3,11 @@
  * Owns: the current level, the output stream and an optional tag.  Every
  * line is built in a local buffer and written with one fputs under a mutex,
  * so concurrent threads never interleave inside a line.  Level checks happen
- * before any formatting (log_enabled). */
+ * before any formatting (log_enabled).  Once the daemon activates a log
+ * target (a file, syslog or stderr: logsink.c), lines go there instead of
+ * the stream. */
 #include "log.h"
+#include "log_int.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -52,6 +55,16 @@ void log_set_stream(FILE *f)
     pthread_mutex_unlock(&out_lock);
 }
 
+void log_lock(void)
+{
+    pthread_mutex_lock(&out_lock);
+}
+
+void log_unlock(void)
+{
+    pthread_mutex_unlock(&out_lock);
+}
+
 void log_set_tag(const char *tag)
 {
     pthread_mutex_lock(&out_lock);
@@ -70,6 +83,7 @@ bool log_enabled(enum log_level lvl)
 struct line {
     char buf[4096];
     size_t len;
+    size_t body;    /* where "level=" starts (after the timestamp) */
 };
 
 static void put(struct line *l, const char *s, size_t n)
@@ -135,18 +149,22 @@ static void begin(struct line *l, enum log_level lvl)
     l->len = 0;
     puts_(l, "ts=");
     puts_(l, ts);
-    puts_(l, " level=");
+    puts_(l, " ");
+    l->body = l->len;
+    puts_(l, "level=");
     puts_(l, level_names[lvl]);
 }
 
-static void finish(struct line *l)
+static void finish(struct line *l, enum log_level lvl)
 {
     l->buf[l->len++] = '\n';
     l->buf[l->len] = '\0';
     pthread_mutex_lock(&out_lock);
-    FILE *f = out_stream ? out_stream : stderr;
-    fputs(l->buf, f);
-    fflush(f);
+    if (!logsink_write(lvl, l->buf, l->len, l->body)) {
+        FILE *f = out_stream ? out_stream : stderr;
+        fputs(l->buf, f);
+        fflush(f);
+    }
     pthread_mutex_unlock(&out_lock);
 }
 
@@ -184,7 +202,7 @@ void log_event(enum log_level lvl, const char *msg, ...)
         put_value(&l, v);
     }
     va_end(ap);
-    finish(&l);
+    finish(&l, lvl);
 }
 
 void log_msgf(enum log_level lvl, const char *fmt, ...)

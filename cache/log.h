@@ -21,6 +21,20 @@ void log_set_stream(FILE *f);
 void log_set_tag(const char *tag);
 bool log_enabled(enum log_level lvl);
 
+/* The daemon's log target (logsink.c).  spec: "-" (stderr), "syslog" (the
+ * local syslog socket: /dev/log, or MEMSTOREFS_SYSLOG_SOCKET), or a file
+ * path (opened for append, created 0600).  Opening checks it: 0, or a
+ * negative errno with the reason in why.  Lines keep going to the stream
+ * until log_target_activate().  log_target_reopen() reopens a file (or
+ * reconnects to syslog), e.g. on SIGHUP after logrotate moved the file. */
+int log_target_open(const char *spec, const char *ident, char *why, size_t whylen);
+void log_target_activate(void);
+int log_target_reopen(char *why, size_t whylen);
+void log_target_close(void);
+bool log_target_is_stderr(void);
+/* The syslog socket in use: MEMSTOREFS_SYSLOG_SOCKET, else /dev/log. */
+const char *log_syslog_socket(void);
+
 /* Logs msg followed by key/value string pairs, terminated by NULL:
  *   log_event(LOG_LVL_WARN, "failed to upload memory", "path", p, NULL);
  * A pair whose value is NULL is left out. */

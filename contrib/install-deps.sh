@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages that memstorefs needs to build, test and run.
+# Installs the Debian packages that memstorefs needs to build, test and run
+# (scdoc: the man pages; dpkg-dev and file: cpack's Debian package with its
+# dependencies; man-db: man -l in the package test; systemd: systemd-analyze
+# verify of the example units).
 # Idempotent: installs only what is missing (CI=true always refreshes the
 # package lists and installs, as a fresh machine needs).  Uses sudo when not
 # run as root.
@@ -11,6 +14,7 @@ PACKAGES=(
   libcurl4-openssl-dev libcjson-dev libsqlite3-dev libssl-dev libutf8proc-dev
   libmicrohttpd-dev libcriterion-dev
   curl python3 attr
+  scdoc man-db bsdextrautils dpkg-dev file systemd
 )
 
 missing=()

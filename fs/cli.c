@@ -26,6 +26,7 @@ void mount_opts_free(struct mount_opts *o)
     free(o->log_file);
     free(o->log_level);
     free(o->fuse_opts);
+    free(o->credentials);
     memset(o, 0, sizeof(*o));
 }
 
@@ -206,7 +207,7 @@ static int parse_uid(const char *s, uid_t *out)
 int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
 {
     enum { O_SESSION = 256, O_STORE, O_INTERVAL, O_FLUSH, O_DELETIONS, O_CACHE, O_UID, O_GID,
-           O_LEVEL, O_LOGFILE };
+           O_LEVEL, O_LOGFILE, O_CRED };
     static const struct option longopts[] = {
         {"session", required_argument, NULL, O_SESSION},
         {"store", required_argument, NULL, O_STORE},
@@ -219,6 +220,7 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
         {"foreground", no_argument, NULL, 'f'},
         {"log-level", required_argument, NULL, O_LEVEL},
         {"log-file", required_argument, NULL, O_LOGFILE},
+        {"credentials", required_argument, NULL, O_CRED},
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof(*o));
@@ -288,7 +290,14 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
         }
         case O_LOGFILE:
             free(o->log_file);
-            if (!(o->log_file = strdup(optarg)))
+            if (!*optarg)
+                rc = usage_error("%s", "--log-file wants a file, syslog or -");
+            else if (!(o->log_file = strdup(optarg)))
+                rc = usage_error("%s", "out of memory");
+            break;
+        case O_CRED:
+            free(o->credentials);
+            if (!(o->credentials = strdup(optarg)))
                 rc = usage_error("%s", "out of memory");
             break;
         case 'o':

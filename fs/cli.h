@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 struct session_store;
@@ -21,6 +22,9 @@ struct mount_opts {
     gid_t gid;
     bool foreground;
     char *fuse_opts;              /* extra -o options, comma-joined, or NULL */
+    char *credentials;            /* --credentials FILE, or NULL: the environment */
+    bool dir_may_exist;           /* mount(8) form: the mount point may be an
+                                   * existing empty directory (left in place) */
 };
 
 void mount_opts_free(struct mount_opts *o);
@@ -39,5 +43,16 @@ int control_status(int argc, char **argv);
 int flush_main(int argc, char **argv);
 /* conflicts.c: the conflicts command. */
 int conflicts_main(int argc, char **argv);
+/* helper.c: `memstorefs STORE_ID MOUNT_PATH -o OPTS`, as mount(8) runs it
+ * through mount.fuse3 (or as mount.fuse.memstorefs); the exit status. */
+int helper_main(int argc, char **argv);
+/* True when argv (after the program name) has the mount(8) helper shape. */
+bool helper_form(int argc, char **argv);
+
+/* help.c: the overview, and the help of one command (-1: no such command).
+ * help_asked: argv[1..] holds --help or -h. */
+void help_overview(FILE *f);
+int help_command(const char *cmd, FILE *f);
+bool help_asked(int argc, char **argv);
 
 #endif

@@ -1,7 +1,8 @@
 /* control.c - the daemon's control socket and the commands that use it.
  *
  * Protocol: the client sends one line; the daemon answers with lines and a
- * final "ok" or "error <reason>":
+ * final "ok" or "error <reason>" (an unmount that left changes unpushed
+ * ends with "ok unpushed"):
  *   unmount <path>   tear down the store mounted at path
  *   unmount-all      tear down every store (the daemon then exits)
  *   status           a human description of each store, then ok
@@ -81,7 +82,7 @@ void control_serve(struct daemon *d, int listen_fd)
             char *text = NULL;
             size_t len = 0;
             FILE *report = open_memstream(&text, &len);
-            daemon_unmount(v, nv, report);
+            size_t left = daemon_unmount(v, nv, report);
             if (report)
                 fclose(report);
             for (size_t i = 0; i < nv; i++)
@@ -89,7 +90,7 @@ void control_serve(struct daemon *d, int listen_fd)
             if (text && len)
                 say(fd, "%s", text);
             free(text);
-            say(fd, "ok\n");
+            say(fd, left ? "ok unpushed\n" : "ok\n");
         }
     } else {
         say(fd, "error unknown command\n");
@@ -98,7 +99,8 @@ void control_serve(struct daemon *d, int listen_fd)
 }
 
 /* Sends cmd to daemon pid and copies its answer lines (but the final one)
- * to out.  Returns 0 on "ok", -EIO with the reason printed otherwise. */
+ * to out.  Returns 0 on "ok", 1 on "ok unpushed", -EIO with the reason
+ * printed otherwise. */
 static int ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -150,7 +152,9 @@ static int ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
     char *verdict = last ? last + 1 : buf;
     if (last && out)
         fwrite(buf, 1, (size_t)(last - buf) + 1, out);
-    if (!rc && strcmp(verdict, "ok") != 0) {
+    if (!rc && strcmp(verdict, "ok unpushed") == 0) {
+        rc = 1;
+    } else if (!rc && strcmp(verdict, "ok") != 0) {
         fprintf(stderr, "memstorefs: %s\n", strncmp(verdict, "error ", 6) == 0 ? verdict + 6
                                                                               : verdict);
         rc = -EIO;
@@ -192,7 +196,7 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
 
 struct unmount_ctx {
     const char *path; /* NULL: all */
-    int found, failed;
+    int found, failed, unpushed;
     pid_t asked[64];
     int n_asked;
 };
@@ -221,7 +225,9 @@ static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *in
      * hour); its answer lines (what it unmounted, what it could not push)
      * go to stderr. */
     int rc = ask(info->pid, cmd, stderr, 3700);
-    if (rc) {
+    if (rc == 1) {
+        u->unpushed++;
+    } else if (rc) {
         if (rc != -EIO)
             fprintf(stderr, "memstorefs: cannot reach the daemon (pid %d) of %s: %s\n",
                     (int)info->pid, info->mount_path, strerror(-rc));
@@ -242,14 +248,14 @@ int control_unmount(int argc, char **argv)
         fprintf(stderr, "usage: memstorefs unmount PATH... | --all\n");
         return 2;
     }
-    int status = 0;
+    int status = 0, unpushed = 0;
     if (all) {
         struct unmount_ctx u = {0};
         if (rt_each_lock(unmount_one, &u) != 0 || u.failed)
             status = 1;
         if (!u.found)
             fprintf(stderr, "memstorefs: nothing is mounted\n");
-        return status;
+        return status ? status : u.unpushed ? 3 : 0;
     }
     for (int i = first; i < argc; i++) {
         char path[4096];
@@ -264,8 +270,10 @@ int control_unmount(int argc, char **argv)
             fprintf(stderr, "memstorefs: %s is not a memstorefs mount on this host\n", path);
             status = 1;
         }
+        unpushed += u.unpushed;
     }
-    return status;
+    /* 3: unmounted, but what is listed above stays in the cache. */
+    return status ? status : unpushed ? 3 : 0;
 }
 
 struct status_ctx {

@@ -10,9 +10,16 @@
  *   4. cache, HTTP client, syncer; per store: retrieve the store, attach
  *      it in the cache, list it (the tree is in the cache now)
  *   5. per store: a FUSE session mounted at its path, with its loop thread
- *   6. ready: the sync thread starts, stdio is detached (background mode)
- *   7. main loop: signals (signalfd), the control socket, loop threads
- *      ending (a store unmounted from outside); until no store is left.
+ *   6. ready: the sync thread starts, stdio is detached (background mode),
+ *      the log goes to its target, systemd hears READY=1 (sdnotify.c)
+ *   7. main loop: signals (signalfd; SIGHUP reopens the log), the control
+ *      socket, loop threads ending (a store unmounted from outside); until
+ *      no store is left.  STOPPING=1 goes to systemd when the final sync
+ *      before the exit begins.
+ * The log target (--log-file: a file, syslog or -) is opened before the
+ * mount commits to anything, so one that cannot be opened refuses the
+ * mount with the reason; the default file, CACHE_DIR/memstorefs.log, once
+ * the cache directory exists.
  * All signals the daemon handles are blocked in every thread (set before
  * any thread exists) and read from the signalfd by the main thread only.
  * fs_store fields after `se` are owned by the main thread. */
@@ -46,6 +53,7 @@
 #include "openfile.h"
 #include "rules.h"
 #include "runtime.h"
+#include "sdnotify.h"
 #include "session.h"
 
 static struct daemon D;
@@ -193,11 +201,13 @@ static void *final_main(void *arg)
 /* The final sync of v[0..n) at unmount, bounded by the flush timeout:
  * past it, requests in flight are cancelled and what they carried stays
  * dirty in the cache for the next mount.  Writes one line per store with
- * something left unpushed to report (may be NULL) and to the log. */
-static void final_sync(struct fs_store **v, size_t n, FILE *report)
+ * something left unpushed to report (may be NULL) and to the log, then
+ * (to report) the files concerned.  Returns how many stores left some. */
+static size_t final_sync(struct fs_store **v, size_t n, FILE *report)
 {
+    size_t stores_left = 0;
     if (!D.sync || !n)
-        return;
+        return 0;
     /* Only content a writer closed or fsynced is pushed.  Files still open
      * with unsaved edits get a short grace to be closed (a tenth of the
      * flush timeout); past it, their edits are kept as records (memstorefs
@@ -259,17 +269,32 @@ static void final_sync(struct fs_store **v, size_t n, FILE *report)
                  "pushes the changes", v[i]->id, parts, D.cache_dir);
         log_warn("memory flush left changes unpushed", "memory_store_id", v[i]->id, "path",
                  v[i]->mount_path, "unpushed", msg);
-        if (report)
+        stores_left++;
+        if (report) {
             fprintf(report, "%s\n", msg);
+            daemon_list_unpushed(D.cache, v[i]->id, v[i]->mount_path, report);
+        }
     }
+    return stores_left;
 }
 
-void daemon_unmount(struct fs_store **v, size_t n, FILE *report)
+static size_t live_stores(void)
 {
-    final_sync(v, n, report);
+    size_t n = 0;
+    for (size_t i = 0; i < D.n; i++)
+        n += !D.stores[i].gone;
+    return n;
+}
+
+size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report)
+{
+    if (n && n >= live_stores())
+        sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
+    size_t left = final_sync(v, n, report);
     for (size_t i = 0; i < n; i++)
         if (!v[i]->gone)
             daemon_teardown_store(v[i]);
+    return left;
 }
 
 static void teardown_all(bool flush)
@@ -280,6 +305,7 @@ static void teardown_all(bool flush)
         if (!D.stores[i].gone)
             v[n++] = &D.stores[i];
     if (flush) {
+        sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
         syncer_stop(D.sync);
         final_sync(v, n, NULL);
         /* From now on no request may hold up the exit: an open that is
@@ -361,6 +387,8 @@ static int setup_stores(struct mount_opts *o)
                 strerror(-rc));
         return rc;
     }
+    if (!o->log_file && (rc = daemon_open_log(o)))
+        return rc;
     struct http_opts ho = {.base_url = D.cred.base_url, .api_key = D.cred.api_key,
                            .bearer = D.cred.bearer, .max_in_flight = 8, .max_retries = -1};
     D.http = http_client_new(&ho);
@@ -369,7 +397,9 @@ static int setup_stores(struct mount_opts *o)
                 strerror(errno));
         return -errno;
     }
-    struct syncer_opts so = {.interval_s = o->sync_interval};
+    static bool progress_shown;
+    struct syncer_opts so = {.interval_s = o->sync_interval, .progress = daemon_list_progress,
+                             .progress_arg = &progress_shown};
     if (strcmp(o->deletions, "log_only") == 0)
         so.deletions = SYNCER_DEL_LOG_ONLY;
     else if (strcmp(o->deletions, "disabled") == 0)
@@ -449,14 +479,6 @@ static int open_control(void)
     return 0;
 }
 
-static size_t live_stores(void)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < D.n; i++)
-        n += !D.stores[i].gone;
-    return n;
-}
-
 static void main_loop(int sig_fd)
 {
     while (live_stores() > 0) {
@@ -473,8 +495,13 @@ static void main_loop(int sig_fd)
                 const char *name = si.ssi_signo == SIGTERM ? "SIGTERM"
                                    : si.ssi_signo == SIGINT ? "SIGINT" : "SIGHUP";
                 if (si.ssi_signo == SIGHUP) {
-                    log_info("SIGHUP ignored; send SIGTERM or run 'memstorefs unmount' to stop",
-                             NULL, NULL);
+                    char why[512];
+                    if (log_target_reopen(why, sizeof(why)) != 0)
+                        log_warn("cannot reopen the log; logging on to the old one", "error",
+                                 why);
+                    else
+                        log_info("SIGHUP: log reopened; send SIGTERM or run 'memstorefs "
+                                 "unmount' to stop", NULL, NULL);
                     continue;
                 }
                 log_info("signal received; final sync, then unmount", "signal", name);
@@ -499,33 +526,6 @@ static void main_loop(int sig_fd)
     }
 }
 
-/* Background mode: after the mount succeeded, the daemon's stdio goes to
- * /dev/null and its log to the log file. */
-static void detach_stdio(const struct mount_opts *o)
-{
-    char *file = o->log_file ? strdup(o->log_file) : NULL;
-    if (!file && asprintf(&file, "%s/memstorefs.log", o->cache_dir) < 0)
-        file = NULL;
-    FILE *lf = file ? fopen(file, "ae") : NULL;
-    if (lf)
-        log_set_stream(lf);
-    else
-        fprintf(stderr, "memstorefs: cannot open the log file %s (%s); the daemon's log is "
-                        "lost\n", file ? file : "?", strerror(errno));
-    free(file);
-    /* Keep no directory of the caller busy. */
-    if (chdir("/") != 0)
-        log_warn("cannot change to /", "error", strerror(errno));
-    int null = open("/dev/null", O_RDWR);
-    if (null >= 0) {
-        dup2(null, 0);
-        dup2(null, 1);
-        dup2(null, 2);
-        if (null > 2)
-            close(null);
-    }
-}
-
 int daemon_mount(struct mount_opts *o)
 {
     int status = 1, ready_fd = -1;
@@ -541,12 +541,17 @@ int daemon_mount(struct mount_opts *o)
     }
     fuse_set_log_func(fuse_log_sink);
 
-    char why[512] = "";
-    if (cred_from_env(&D.cred, why, sizeof(why)) != 0) {
+    sdnotify_init();
+    char why[4400] = "";
+    int crc = o->credentials ? cred_from_file(o->credentials, &D.cred, why, sizeof(why))
+                             : cred_from_env(&D.cred, why, sizeof(why));
+    if (crc != 0) {
         fprintf(stderr, "memstorefs: cannot mount the session's memory stores: %s\n", why);
         return 1;
     }
     if (mountdir_check(o) != 0)
+        goto out_cred;
+    if (o->log_file && daemon_open_log(o) != 0)
         goto out_cred;
 
     if (!o->foreground) {
@@ -621,22 +626,26 @@ int daemon_mount(struct mount_opts *o)
         log_warn("cannot open the control socket; 'memstorefs unmount' will not reach this "
                  "daemon, use SIGTERM", "path", D.ctl_path);
     syncer_start(D.sync);
+    log_target_activate(); /* from now on, lines go to --log-file */
     for (size_t i = 0; i < D.n; i++)
         log_info("mounted memory store", "memory_store_id", D.stores[i].id, "path",
                  D.stores[i].mount_path, "access", D.stores[i].read_only ? "read_only"
                                                                          : "read_write");
-    if (o->foreground) {
-        for (size_t i = 0; i < D.n; i++)
-            fprintf(stderr, "memstorefs: mounted %s at %s%s\n", D.stores[i].id,
-                    D.stores[i].mount_path, D.stores[i].read_only ? " (read-only)" : "");
-    } else {
-        for (size_t i = 0; i < D.n; i++)
-            fprintf(stderr, "memstorefs: mounted %s at %s%s\n", D.stores[i].id,
-                    D.stores[i].mount_path, D.stores[i].read_only ? " (read-only)" : "");
+    for (size_t i = 0; i < D.n; i++)
+        fprintf(stderr, "memstorefs: mounted %s at %s%s\n", D.stores[i].id,
+                D.stores[i].mount_path, D.stores[i].read_only ? " (read-only)" : "");
+    if (!o->foreground)
         fprintf(stderr, "memstorefs: running in the background (pid %d); stop with "
                         "'memstorefs unmount --all' or kill -TERM %d\n", (int)getpid(),
                 (int)getpid());
-        detach_stdio(o);
+    {
+        char st[256];
+        snprintf(st, sizeof(st), "READY=1\nSTATUS=%zu memory store%s mounted\nMAINPID=%d", D.n,
+                 D.n == 1 ? "" : "s", (int)getpid());
+        sdnotify(st);
+    }
+    if (!o->foreground) {
+        daemon_detach_stdio();
         char ok = 0;
         (void)!write(ready_fd, &ok, 1);
         close(ready_fd);
@@ -658,6 +667,7 @@ out:
         close(ready_fd);
     }
 out_cred:
+    log_target_close();
     cred_clear(&D.cred);
     return status;
 }

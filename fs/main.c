@@ -1,53 +1,35 @@
 /* main.c - memstorefs: dispatch of the subcommands (mount, unmount,
- * status) and the help text. */
+ * status, conflicts, flush), their --help (help.c), and the mount(8)
+ * helper form (helper.c). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "log.h"
 
-static const char help[] =
-    "memstorefs - memory stores as directories, backed by a local cache\n"
-    "\n"
-    "usage:\n"
-    "  memstorefs mount (--session FILE | --store ID:MOUNT_PATH[:ro]...) [options]\n"
-    "  memstorefs unmount PATH... | --all\n"
-    "  memstorefs status [--json]\n"
-    "  memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n"
-    "  memstorefs flush [--cache-dir DIR] [--store ID]... [--sync-deletions MODE]\n"
-    "  memstorefs --help | --version\n"
-    "\n"
-    "mount options:\n"
-    "  --session FILE          a session object (or its resources array) as the API\n"
-    "                          returns it; only memory_store resources count (at most 8)\n"
-    "  --store ID:PATH[:ro]    a store and its mount path (repeatable)\n"
-    "  --sync-interval SEC     seconds between syncs (default 15, minimum 5)\n"
-    "  --sync-deletions MODE   enabled | log_only | disabled (default enabled)\n"
-    "  --flush-timeout SEC     bound of the final sync at unmount (default 30)\n"
-    "  --cache-dir DIR         the local cache (default /var/lib/memstorefs for root,\n"
-    "                          else $XDG_STATE_HOME/memstorefs)\n"
-    "  --uid UID, --gid GID    owner of the files (default: the caller)\n"
-    "  -f, --foreground        stay attached; log to stderr\n"
-    "  --log-level LEVEL       error | warn | info | debug (default info)\n"
-    "  --log-file FILE         background log (default CACHE_DIR/memstorefs.log)\n"
-    "  -o OPTS                 extra FUSE mount options\n"
-    "\n"
-    "environment: ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN or ANTHROPIC_WORK_SECRET\n"
-    "(the credential), ANTHROPIC_BASE_URL (the API endpoint), MEMSTOREFS_RUNTIME_DIR,\n"
-    "MEMSTOREFS_CACHE_DIR.\n";
-
 int main(int argc, char **argv)
 {
     log_set_tag("memstorefs");
+    if (helper_form(argc, argv))
+        return helper_main(argc, argv);
     if (argc < 2) {
-        fputs(help, stderr);
+        help_overview(stderr);
         return 2;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-        fputs(help, stdout);
+        if (argc >= 3 && strcmp(cmd, "help") == 0) {
+            if (help_command(argv[2], stdout) == 0)
+                return 0;
+            fprintf(stderr, "memstorefs: unknown command '%s'\nTry 'memstorefs --help'.\n",
+                    argv[2]);
+            return 2;
+        }
+        help_overview(stdout);
         return 0;
     }
+    if (help_asked(argc - 1, argv + 1) && help_command(cmd, stdout) == 0)
+        return 0;
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
         printf("memstorefs %s\n", MFS_VERSION);
         return 0;

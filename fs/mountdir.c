@@ -2,11 +2,13 @@
  * session mounts anything (each mount_path clean, absolute, not nested in
  * another, and absent: lstat, so a symlink counts), creating them with
  * their missing parents (recording what was created), and removing exactly
- * what was created at unmount.  A parent shared by several mount paths
+ * what was created at unmount (in the mount(8) helper form an existing
+ * empty directory is accepted too, and left).  A parent shared by several mount paths
  * (e.g. /mnt/memory) goes when the last store below it goes.  Main thread
  * only. */
 #include "mountdir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -35,6 +37,19 @@ static bool clean_absolute(const char *p)
             return true;
         s = e + 1;
     }
+}
+
+static bool empty_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    struct dirent *e;
+    bool empty = true;
+    while (empty && (e = readdir(d)))
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    return empty;
 }
 
 static bool nested(const char *a, const char *b)
@@ -72,6 +87,8 @@ int mountdir_check(const struct mount_opts *o)
         int err = lstat(s->mount_path, &st) == 0 ? 0 : errno;
         if (err == ENOENT || err == ENOTDIR)
             continue; /* mkdir says more when a file is in the way */
+        if (err == 0 && o->dir_may_exist && S_ISDIR(st.st_mode) && empty_dir(s->mount_path))
+            continue; /* mount(8) form: an empty mount point made beforehand */
         if (err == 0 || err == ENOTCONN) {
             fprintf(stderr, "memstorefs: something already exists at the memory store's path: "
                             "%s (memory_store_id=%s); it must not exist when the session "

@@ -1,6 +1,7 @@
 /* status.c - what `memstorefs status` shows of each mounted store: counts
  * from the cache, the last sync's time, result and report, the files the
- * server refused (with its reason) and the conflicts the store won (with
+ * server refused (with its reason), how much content is cached (the
+ * prefetch's progress: cached / total) and the conflicts the store won (with
  * how to read the lost local version back).  Human text, or one JSON
  * object per store per line (--json).  Runs on the daemon's main thread;
  * reads the cache through its API. */
@@ -71,13 +72,15 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
         fprintf(f, ",\"memories\":%llu,\"directories\":%llu,\"bytes\":%llu,\"dirty\":%llu,"
                    "\"pending_deletes\":%llu,\"kept_deletes\":%llu,\"unsaved\":%llu,"
                    "\"refused\":%llu,\"conflicts\":%llu,\"content_missing\":%llu,"
-                   "\"last_sync\":",
+                   "\"content_cached\":%llu,\"content_total\":%llu,\"last_sync\":",
                 (unsigned long long)st.files, (unsigned long long)st.dirs,
                 (unsigned long long)st.bytes, (unsigned long long)st.dirty,
                 (unsigned long long)(st.tombstones - st.kept_deletions),
                 (unsigned long long)st.kept_deletions, (unsigned long long)st.unsaved,
                 (unsigned long long)st.refused,
-                (unsigned long long)st.conflicts, (unsigned long long)st.missing_content);
+                (unsigned long long)st.conflicts, (unsigned long long)st.missing_content,
+                (unsigned long long)(st.files - st.missing_content),
+                (unsigned long long)st.files);
         if (when)
             json_str(f, when_s);
         else
@@ -130,8 +133,9 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
             fprintf(f, "                  pushed %u, deleted %u, conflicts %u, refused %u, "
                        "held %u, failed %u\n",
                     rep.pushed, rep.deleted, rep.conflicts, rep.refused, rep.held, rep.failed);
-        if (st.missing_content)
-            fprintf(f, "  not cached yet  %llu\n", (unsigned long long)st.missing_content);
+        fprintf(f, "  content cached  %llu / %llu%s\n",
+                (unsigned long long)(st.files - st.missing_content),
+                (unsigned long long)st.files, st.missing_content ? " (fetching the rest)" : "");
         for (size_t i = 0; i < n_rf; i++)
             fprintf(f, "  refused         %s (%s); kept locally, retried once it changes\n",
                     rf[i].path, rf[i].why);

@@ -124,6 +124,13 @@ int api_memories_list_prefix(struct http_client *c, const char *store_id,
                              const char *path_prefix, struct api_list *out,
                              struct api_error *e)
 {
+    return api_memories_list_progress(c, store_id, path_prefix, out, e, NULL, NULL);
+}
+
+int api_memories_list_progress(struct http_client *c, const char *store_id,
+                               const char *path_prefix, struct api_list *out,
+                               struct api_error *e, api_progress_fn progress, void *arg)
+{
     memset(out, 0, sizeof(*out));
     if (e)
         api_error_clear(e);
@@ -169,6 +176,8 @@ int api_memories_list_prefix(struct http_client *c, const char *store_id,
         jbuf_release(&p);
         free(cursor);
         cursor = next;
+        if (!rc && progress)
+            progress(arg, out->n, cursor == NULL);
         if (rc || !cursor)
             break;
     }

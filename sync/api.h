@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "http.h"
 
@@ -36,6 +37,7 @@ struct api_error {
 
 struct api_memory {
     char *id, *path, *version_id; /* malloc'd */
+    int64_t updated_ns;           /* updated_at (ns since the epoch), 0 if absent */
     char sha[65];                 /* content_sha256, 64 lowercase hex */
     long size;                    /* content_size_bytes */
     char *content;                /* view=full only, else NULL; exactly size
@@ -83,6 +85,12 @@ int api_memories_list(struct http_client *c, const char *store_id, struct api_li
 int api_memories_list_prefix(struct http_client *c, const char *store_id,
                              const char *path_prefix, struct api_list *out,
                              struct api_error *e);
+/* The same, calling progress (may be NULL) after each page with the
+ * number of items listed so far and whether that page was the last. */
+typedef void (*api_progress_fn)(void *arg, size_t listed, bool last);
+int api_memories_list_progress(struct http_client *c, const char *store_id,
+                               const char *path_prefix, struct api_list *out,
+                               struct api_error *e, api_progress_fn progress, void *arg);
 
 /* Retrieve with view=full, many at once (the client's max_in_flight).
  * Each item gets its own err/mem/e (clear each mem and e afterwards).  The

@@ -22,6 +22,9 @@ int apip_memory_page(const char *body, size_t len, struct api_list *acc, char **
 int apip_store_doc(const char *body, size_t len, struct api_store *s, const char **what);
 /* {"type":"memory_deleted",...}: checks it is an object of that type. */
 int apip_deleted_doc(const char *body, size_t len, const char **what);
+/* An RFC 3339 time ("2026-11-29T20:29:27.045Z", or with a +hh:mm offset)
+ * in nanoseconds since the epoch; 0 when s is NULL or not such a time. */
+int64_t apip_time_ns(const char *s);
 /* Fills e from an error answer (any body, even non-JSON).  request_id is
  * the response header's value ("" when absent: the envelope's is used). */
 void apip_error(long status, const char *body, size_t len, const char *request_id,

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ID_MAX 127 /* the cache keeps ids in CACHE_ID_MAX (128) bytes */
 
@@ -92,6 +93,37 @@ static int dup_id(const cJSON *o, const char *key, char **out)
     return *out ? 0 : -ENOMEM;
 }
 
+int64_t apip_time_ns(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *p = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+    if (!p)
+        return 0;
+    int64_t frac = 0;
+    if (*p == '.') {
+        int64_t scale = 100000000;
+        for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
+            frac += scale * (*p - '0');
+    }
+    int64_t off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':') {
+        int h = (p[1] - '0') * 10 + (p[2] - '0'), m = (p[4] - '0') * 10 + (p[5] - '0');
+        off = (*p == '+' ? 1 : -1) * (int64_t)(h * 3600 + m * 60);
+        p += 6;
+    } else {
+        return 0;
+    }
+    if (*p)
+        return 0;
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1 || t < 0)
+        return 0;
+    return ((int64_t)t - off) * 1000000000LL + frac;
+}
+
 static int parse_memory(const cJSON *o, const char *raw, size_t rawlen, bool full,
                         struct api_memory *m, const char **what)
 {
@@ -133,6 +165,7 @@ static int parse_memory(const cJSON *o, const char *raw, size_t rawlen, bool ful
     *what = "content_size_bytes over the API's limit of 102400 bytes";
     if (m->size > MEM_CONTENT_MAX_BYTES)
         goto fail;
+    m->updated_ns = apip_time_ns(get_str(o, "updated_at")); /* 0 when absent or odd */
     if (!full)
         return 0;
 

@@ -184,7 +184,9 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
         why = local_why;
         whylen = sizeof(local_why);
     }
+    st->progress = true; /* before syncer_start: no other thread uses st */
     int rc = engine_list(s, st, &list, &r, &n, why, whylen);
+    st->progress = false;
     if (!rc)
         rc = engine_apply(s, st, r, n, why, whylen);
     free(r);

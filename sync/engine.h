@@ -26,6 +26,11 @@ enum syncer_deletions { SYNCER_DEL_ENABLED = 0, SYNCER_DEL_LOG_ONLY, SYNCER_DEL_
 struct syncer_opts {
     int interval_s;      /* seconds between syncs of a store */
     enum syncer_deletions deletions;
+    /* Called (may be NULL) after each page of the listing syncer_refresh
+     * reads, on its thread: memories listed so far, and whether it was
+     * the last page.  For a progress line on a terminal. */
+    void (*progress)(void *arg, const char *store_id, size_t listed, bool last);
+    void *progress_arg;
 };
 
 /* What the last sync of a store did and left. */

@@ -22,6 +22,7 @@ struct sstore {
     uint64_t *said;      /* hashes of standing messages already logged */
     size_t n_said;
     bool disabled;       /* unmounted: never synced again (under cycle_lock) */
+    bool progress;       /* syncer_refresh: report the listing's pages */
     /* Guarded by syncer.lock: */
     int64_t last;
     char result[512];

@@ -178,13 +178,27 @@ static int add_held(struct syncer *s, struct sstore *st, struct filter *f)
     return rc;
 }
 
+struct progress_ctx {
+    struct syncer *s;
+    struct sstore *st;
+};
+
+static void list_progress(void *arg, size_t listed, bool last)
+{
+    struct progress_ctx *p = arg;
+    p->s->o.progress(p->s->o.progress_arg, p->st->id, listed, last);
+}
+
 int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
                 struct cache_remote **out, size_t *n, char *why, size_t whylen)
 {
     struct api_error e = {0};
     *out = NULL;
     *n = 0;
-    int rc = api_memories_list(s->h, st->id, list, &e);
+    struct progress_ctx pc = {s, st};
+    bool report = st->progress && s->o.progress;
+    int rc = api_memories_list_progress(s->h, st->id, NULL, list, &e,
+                                        report ? list_progress : NULL, &pc);
     if (rc) {
         describe(why, whylen, "cannot list", st->id, rc, &e);
         api_error_clear(&e);
@@ -203,7 +217,8 @@ int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
         const struct api_memory *m = &list->items[i];
         if (i < f.n0 && !f.keep[i])
             continue;
-        r[k++] = (struct cache_remote){m->path, m->id, m->sha, (uint64_t)m->size};
+        r[k++] = (struct cache_remote){m->path, m->id, m->sha, (uint64_t)m->size,
+                                       m->updated_ns};
     }
     free(f.keep);
     for (size_t i = 0; i < f.n_held; i++)

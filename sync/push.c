@@ -137,7 +137,7 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
     struct cache_remote fetched = {0};
     if (own.memory_id && !own.err && own.mem.path) {
         fetched = (struct cache_remote){own.mem.path, own.mem.id, own.mem.sha,
-                                        (uint64_t)own.mem.size};
+                                        (uint64_t)own.mem.size, own.mem.updated_ns};
         named = &fetched;
     }
     struct rec_write rw = {

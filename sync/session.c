@@ -337,9 +337,13 @@ int session_parse(const char *json, size_t len, struct session_store **out, size
     size_t cnt = 0;
     const cJSON *res = root;
     if (cJSON_IsObject(root)) {
+        /* A session object, or a page of GET /v1/sessions/{id}/resources. */
         res = cJSON_GetObjectItemCaseSensitive(root, "resources");
+        if (!res)
+            res = cJSON_GetObjectItemCaseSensitive(root, "data");
         if (!cJSON_IsArray(res)) {
-            why_set(why, whylen, "the session object has no \"resources\" array");
+            why_set(why, whylen, "the session object has no \"resources\" array (nor a "
+                                 "resources page's \"data\" array)");
             goto out;
         }
     } else if (!cJSON_IsArray(root)) {

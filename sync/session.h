@@ -43,6 +43,11 @@ int cred_from_env(struct mfs_cred *out, char *why, size_t whylen);
 int cred_resolve(const char *work_secret, const char *api_key, const char *auth_token,
                  const char *base_url, struct mfs_cred *out, char *why, size_t whylen);
 void cred_clear(struct mfs_cred *c);
+/* The same with a credentials file (credfile.c): KEY=VALUE lines whose
+ * values win over the environment's.  Refused (-EPERM, with why) when the
+ * file is readable or writable by its group or others, or belongs to
+ * another user than the caller or root. */
+int cred_from_file(const char *path, struct mfs_cred *out, char *why, size_t whylen);
 
 /* Decodes a work secret.  *token gets a malloc'd copy of sessions_token
  * (caller frees).  Returns 0, -EINVAL (not base64, not a JSON object, no
@@ -58,7 +63,8 @@ struct session_store {
 };
 
 /* Parses the session object as the API returns it ({"id":"sesn_...",
- * "resources":[...]}) or just its resources array.  Only entries with
+ * "resources":[...]}), a page of its resources list ({"data":[...],
+ * "next_page":...}) or just its resources array.  Only entries with
  * type "memory_store" count; others are ignored.  Refused (-EINVAL, with
  * why): malformed JSON, a memory_store entry without a non-empty string
  * memory_store_id, an access other than read_only/read_write/null, a

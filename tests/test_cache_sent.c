@@ -29,7 +29,7 @@ static void setup(void)
     sha256_hex("bb", 2, sha_b);
     cr_assert_eq(cache_blob_put(C, sha_a, "aaa", 3), 0);
     cr_assert_eq(cache_blob_put(C, sha_b, "bb", 2), 0);
-    struct cache_remote r[2] = {{"/a.md", "mem_a", sha_a, 3}, {"/b.md", "mem_b", sha_b, 2}};
+    struct cache_remote r[2] = {{"/a.md", "mem_a", sha_a, 3, 0}, {"/b.md", "mem_b", sha_b, 2, 0}};
     cr_assert_eq(cache_apply_remote(C, ST, r, 2, NULL), 0);
 }
 

@@ -20,6 +20,8 @@ static uint64_t root, ro_root;
 /* Remote memories present at the start (synced: memory ids, baselines). */
 static char sha_a[65], sha_b[65];
 static struct cache_remote remote[3];
+/* updated_at of mem_a as the listing gives it: 2026-11-29T20:29:27.045Z */
+#define UPDATED_A (1795984167045LL * 1000000LL)
 
 static void setup(void)
 {
@@ -32,9 +34,9 @@ static void setup(void)
     sha256_hex("bb", 2, sha_b);
     cr_assert_eq(cache_blob_put(C, sha_a, "aaa", 3), 0);
     cr_assert_eq(cache_blob_put(C, sha_b, "bb", 2), 0);
-    remote[0] = (struct cache_remote){"/a.md", "mem_a", sha_a, 3};
-    remote[1] = (struct cache_remote){"/d/b.md", "mem_b", sha_b, 2};
-    remote[2] = (struct cache_remote){"/d/e/c.md", "mem_c", sha_b, 2};
+    remote[0] = (struct cache_remote){"/a.md", "mem_a", sha_a, 3, UPDATED_A};
+    remote[1] = (struct cache_remote){"/d/b.md", "mem_b", sha_b, 2, UPDATED_A + 1000};
+    remote[2] = (struct cache_remote){"/d/e/c.md", "mem_c", sha_b, 2, 0};
     cr_assert_eq(cache_apply_remote(C, ST, remote, 3, NULL), 0);
     cr_assert_eq(cache_apply_remote(C, RO, remote, 1, NULL), 0);
 }
@@ -340,6 +342,46 @@ Test(cache_write, remote_listing_leaves_local_changes)
     cnode_clear(&n);
     cr_expect_eq(at(root, "/d/b.md", &n), -ENOENT, "a moved memory came back at its old path");
     cr_expect_eq(at(root, "/dd/b.md", &n), 0);
+    cnode_clear(&n);
+}
+
+/* A file's mtime is its memory's updated_at when the cache takes the
+ * remote version, and the local write time once edited. */
+Test(cache_write, mtime_is_the_memory_updated_at)
+{
+    struct cnode n;
+    cr_assert_eq(at(root, "/a.md", &n), 0);
+    cr_expect_eq(n.mtime_ns, UPDATED_A, "mtime %lld is not the memory's updated_at",
+                 (long long)n.mtime_ns);
+    uint64_t a = n.ino;
+    cnode_clear(&n);
+    cr_assert_eq(at(root, "/d/b.md", &n), 0);
+    cr_expect_eq(n.mtime_ns, UPDATED_A + 1000);
+    cnode_clear(&n);
+
+    /* The memory changed remotely: its new updated_at. */
+    char sha_new[65];
+    sha256_hex("theirs", 6, sha_new);
+    struct cache_remote r2[3] = {remote[0], remote[1], remote[2]};
+    r2[0].sha = sha_new;
+    r2[0].size = 6;
+    r2[0].mtime_ns = UPDATED_A + 5000000000LL;
+    cr_assert_eq(cache_apply_remote(C, ST, r2, 3, NULL), 0);
+    cr_assert_eq(cache_getattr(C, a, &n), 0);
+    cr_expect_eq(n.mtime_ns, UPDATED_A + 5000000000LL);
+    cnode_clear(&n);
+
+    /* The same listing again changes nothing. */
+    cr_assert_eq(cache_apply_remote(C, ST, r2, 3, NULL), 0);
+    cr_assert_eq(cache_getattr(C, a, &n), 0);
+    cr_expect_eq(n.mtime_ns, UPDATED_A + 5000000000LL);
+    cnode_clear(&n);
+
+    /* Edited locally: the write time, which a listing leaves alone. */
+    cr_assert_eq(cache_set_content(C, a, "mine", 4, 42, NULL), 0);
+    cr_assert_eq(cache_apply_remote(C, ST, r2, 3, NULL), 0);
+    cr_assert_eq(cache_getattr(C, a, &n), 0);
+    cr_expect_eq(n.mtime_ns, 42);
     cnode_clear(&n);
 }
 

@@ -249,6 +249,28 @@ Test(session, array_form_and_defaults)
     cr_assert_null(s);
 }
 
+/* A page of GET /v1/sessions/{id}/resources, as a worker may pass it. */
+Test(session, resources_page_form)
+{
+    const char *json =
+        "{\"data\":[{\"type\":\"memory_store\",\"id\":\"sesrsc_1\","
+        "\"memory_store_id\":\"memstore_a\",\"access\":\"read_only\",\"name\":\"Prefs\","
+        "\"mount_path\":\"/mnt/memory/prefs\"},{\"type\":\"file\",\"file_id\":\"f\"}],"
+        "\"next_page\":null}";
+    struct session_store *s;
+    size_t n;
+    char why[256];
+    cr_assert_eq(parse(json, &s, &n, why), 0, "%s", why);
+    cr_assert_eq(n, 1);
+    cr_expect_str_eq(s[0].id, "memstore_a");
+    cr_expect_str_eq(s[0].mount_path, "/mnt/memory/prefs");
+    cr_expect(s[0].read_only);
+    session_stores_free(s, n);
+    /* An object with neither array is still refused, naming both. */
+    cr_assert_eq(parse("{\"data\":{}}", &s, &n, why), -EINVAL);
+    cr_expect(strstr(why, "resources") && strstr(why, "data"), "%s", why);
+}
+
 Test(session, nine_stores_refused)
 {
     char json[4096] = "[";

@@ -1,0 +1,130 @@
+/* daemon_io.c - the daemon's output around the mount: its log target
+ * (--log-file: a file, syslog or stderr; opened before the mount commits,
+ * so a target that cannot be opened refuses the mount), stdio once it runs
+ * in the background, the listing progress line shown on a terminal
+ * while a big store is listed at mount, and the list of what an unmount
+ * left unpushed.  Main thread only (the progress
+ * callback runs on it too, from syncer_refresh). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cli.h"
+#include "daemon.h"
+#include "log.h"
+
+/* Opens the log target of the mount: --log-file, else (background mode)
+ * CACHE_DIR/memstorefs.log; nothing in foreground mode without
+ * --log-file (stderr it is).  Prints the reason when it cannot. */
+int daemon_open_log(const struct mount_opts *o)
+{
+    char *spec = o->log_file ? strdup(o->log_file) : NULL;
+    if (!spec && !o->foreground && asprintf(&spec, "%s/memstorefs.log", o->cache_dir) < 0)
+        spec = NULL;
+    if (!spec)
+        return o->foreground && !o->log_file ? 0 : -ENOMEM;
+    char why[4200];
+    int rc = log_target_open(spec, "memstorefs", why, sizeof(why));
+    if (rc)
+        fprintf(stderr, "memstorefs: %s; the daemon's log would be lost, so nothing was "
+                        "mounted (give --log-file another file, syslog or -)\n", why);
+    free(spec);
+    return rc;
+}
+
+/* Background mode: after the mount succeeded, the daemon's stdin and
+ * stdout go to /dev/null, and stderr too unless the log goes there
+ * (--log-file -). */
+void daemon_detach_stdio(void)
+{
+    /* Keep no directory of the caller busy. */
+    if (chdir("/") != 0)
+        log_warn("cannot change to /", "error", strerror(errno));
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        if (!log_target_is_stderr())
+            dup2(null, 2);
+        if (null > 2)
+            close(null);
+    }
+}
+
+/* A progress line on a terminal while a big store is listed at mount. */
+void daemon_list_progress(void *arg, const char *store_id, size_t listed, bool last)
+{
+    bool *shown = arg;
+    if (!isatty(STDERR_FILENO) || (!*shown && last))
+        return; /* not a terminal, or one page: nothing worth a line */
+    fprintf(stderr, "\rmemstorefs: listing memory store %s: %zu memories%s", store_id, listed,
+            last ? "\n" : "...");
+    fflush(stderr);
+    *shown = !last;
+}
+
+struct unpushed_ctx {
+    FILE *out;
+    const char *mount_path;
+    unsigned shown, more;
+};
+
+#define UNPUSHED_SHOWN 50
+
+static void one_unpushed(struct unpushed_ctx *u, const char *path, const char *what)
+{
+    if (u->shown >= UNPUSHED_SHOWN) {
+        u->more++;
+        return;
+    }
+    /* The memory path below the mount point: what the user sees. */
+    fprintf(u->out, "  not pushed: %s%s (%s)\n", u->mount_path, path, what);
+    u->shown++;
+}
+
+static int dirty_fn(void *arg, const struct cnode *n)
+{
+    one_unpushed(arg, n->path, n->memory_id[0] ? "changed locally" : "new file");
+    return 0;
+}
+
+static int never_closed_fn(void *arg, const struct cnode *n)
+{
+    if (n->unsaved == CACHE_NEW)
+        one_unpushed(arg, n->path, "new file no writer ever closed");
+    return 0;
+}
+
+void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
+                          FILE *out)
+{
+    struct unpushed_ctx u = {out, mount_path, 0, 0};
+    cache_dirty_files(c, store_id, true, dirty_fn, &u);
+    cache_store_files(c, store_id, never_closed_fn, &u);
+    struct cache_tombstone *t = NULL;
+    size_t nt = 0;
+    if (cache_tombstones(c, store_id, &t, &nt) == 0) {
+        for (size_t i = 0; i < nt; i++)
+            if (t[i].mode == CACHE_DEL_ENABLED) /* the others are never sent, by design */
+                one_unpushed(&u, t[i].base_path ? t[i].base_path : t[i].memory_id,
+                             "removed locally, not yet deleted in the store");
+        cache_tombstones_free(t, nt);
+    }
+    struct cache_refused *rf = NULL;
+    size_t nr = 0;
+    if (cache_refused_files(c, store_id, &rf, &nr) == 0) {
+        for (size_t i = 0; i < nr; i++) {
+            char why[600];
+            snprintf(why, sizeof(why), "refused by the server: %s", rf[i].why ? rf[i].why : "?");
+            one_unpushed(&u, rf[i].path, why);
+        }
+        cache_refused_free(rf, nr);
+    }
+    if (u.more)
+        fprintf(out, "  not pushed: %u more\n", u.more);
+}

@@ -1,0 +1,139 @@
+/* help.c - the help texts of memstorefs and of each command.
+ *
+ * `memstorefs --help` gives the overview, `memstorefs COMMAND --help` (or
+ * `memstorefs help COMMAND`) the command's own options; both go to stdout
+ * and exit 0.  The man page memstorefs(1) (docs/man/memstorefs.1.scd) says
+ * the same at length; tests/test_cli_help.c checks that every option
+ * named here appears there. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char overview[] =
+    "memstorefs - memory stores as directories, backed by a local cache\n"
+    "\n"
+    "usage:\n"
+    "  memstorefs mount (--session FILE | --store ID:MOUNT_PATH[:ro]...) [options]\n"
+    "  memstorefs unmount PATH... | --all\n"
+    "  memstorefs status [--json]\n"
+    "  memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n"
+    "  memstorefs flush [--cache-dir DIR] [--store ID]... [--sync-deletions MODE]\n"
+    "  memstorefs STORE_ID MOUNT_PATH [-o OPTS]    (the mount.fuse3 form, for mount(8))\n"
+    "  memstorefs --help | --version\n"
+    "  memstorefs COMMAND --help                   (the options of one command)\n"
+    "\n"
+    "exit status: 0 success, 1 failure, 2 bad usage; unmount: 3 when it unmounted\n"
+    "but changes stayed unpushed in the cache.\n"
+    "\n"
+    "environment: ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN or ANTHROPIC_WORK_SECRET\n"
+    "(the credential), ANTHROPIC_BASE_URL (the API endpoint), MEMSTOREFS_RUNTIME_DIR,\n"
+    "MEMSTOREFS_CACHE_DIR, MEMSTOREFS_SYSLOG_SOCKET, NOTIFY_SOCKET.\n"
+    "See memstorefs(1).\n";
+
+static const char mount_help[] =
+    "usage: memstorefs mount (--session FILE | --store ID:MOUNT_PATH[:ro]...) [options]\n"
+    "\n"
+    "Mounts each memory store at its path and returns once every store is mounted\n"
+    "and listed (0), or fails with the reason and nothing left mounted (1).\n"
+    "\n"
+    "  --session FILE          a session object (or its resources array, or a resources\n"
+    "                          page {\"data\": [...]}) as the API returns it; only\n"
+    "                          memory_store resources count (at most 8); - is stdin\n"
+    "  --store ID:PATH[:ro]    a store and its mount path (repeatable)\n"
+    "  --sync-interval SEC     seconds between syncs (default 15, minimum 5)\n"
+    "  --sync-deletions MODE   enabled | log_only | disabled (default enabled)\n"
+    "  --flush-timeout SEC     bound of the final sync at unmount (default 30)\n"
+    "  --cache-dir DIR         the local cache (default /var/lib/memstorefs for root,\n"
+    "                          else $XDG_STATE_HOME/memstorefs)\n"
+    "  --credentials FILE      KEY=VALUE lines (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN,\n"
+    "                          ANTHROPIC_WORK_SECRET, ANTHROPIC_BASE_URL) that override\n"
+    "                          the environment; refused when group or others may read it\n"
+    "  --uid UID, --gid GID    owner of the files (default: the caller)\n"
+    "  -f, --foreground        stay attached; log to stderr\n"
+    "  --log-level LEVEL       error | warn | info | debug (default info)\n"
+    "  --log-file FILE         where the log goes once mounted: a file (reopened on\n"
+    "                          SIGHUP), syslog, or - for stderr (default: stderr with\n"
+    "                          --foreground, else CACHE_DIR/memstorefs.log)\n"
+    "  -o OPTS                 extra FUSE mount options\n"
+    "  -h, --help              this help\n";
+
+static const char unmount_help[] =
+    "usage: memstorefs unmount PATH... | --all\n"
+    "\n"
+    "Runs a final sync of the stores mounted at PATH (or of every store), then\n"
+    "unmounts them and removes the directories their mount created.  A dead mount\n"
+    "(its daemon was killed) is cleaned up.\n"
+    "\n"
+    "  --all                   every store mounted on this host (this runtime dir)\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "exit status: 0 everything unmounted and pushed; 1 a path is not a memstorefs\n"
+    "mount or could not be unmounted; 2 bad usage; 3 unmounted, but changes stayed\n"
+    "unpushed in the cache (each listed on stderr; the next mount or memstorefs\n"
+    "flush pushes them).\n";
+
+static const char status_help[] =
+    "usage: memstorefs status [--json]\n"
+    "\n"
+    "Shows every mounted store: counts, content cached / total, the last sync and\n"
+    "its report, refused files, conflicts; and dead mounts.\n"
+    "\n"
+    "  --json                  one JSON object per store and line\n"
+    "  -h, --help              this help\n";
+
+static const char conflicts_help[] =
+    "usage: memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n"
+    "\n"
+    "Lists the local versions that lost to the store, or prints one of them.\n"
+    "\n"
+    "  show ID                 write conflict ID's local content to stdout\n"
+    "  --cache-dir DIR         the cache to read (default: as for mount)\n"
+    "  --json                  one JSON object per record and line\n"
+    "  -h, --help              this help\n";
+
+static const char flush_help[] =
+    "usage: memstorefs flush [--cache-dir DIR] [--store ID]... [--sync-deletions MODE]\n"
+    "\n"
+    "Pushes what a cache directory holds that never reached its stores (after a\n"
+    "daemon was killed).  Needs the credential in the environment, as mount does.\n"
+    "\n"
+    "  --cache-dir DIR         the cache (default: as for mount)\n"
+    "  --store ID              only this store (repeatable)\n"
+    "  --sync-deletions MODE   enabled | log_only | disabled (default enabled)\n"
+    "  -h, --help              this help\n";
+
+static const struct {
+    const char *cmd;
+    const char *text;
+} texts[] = {
+    {"mount", mount_help},         {"unmount", unmount_help}, {"umount", unmount_help},
+    {"status", status_help},       {"flush", flush_help},     {"conflicts", conflicts_help},
+};
+
+void help_overview(FILE *f)
+{
+    fputs(overview, f);
+}
+
+int help_command(const char *cmd, FILE *f)
+{
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        if (strcmp(texts[i].cmd, cmd) == 0) {
+            fputs(texts[i].text, f);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+bool help_asked(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return false;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    }
+    return false;
+}

@@ -1,0 +1,137 @@
+/* test_cli_help.c - `memstorefs COMMAND --help` for every command (stdout,
+ * exit 0, nothing on stderr), and the man pages kept in step with the
+ * help: every option that a --help of memstorefs or memstored names
+ * appears in the generated man page as a bold option (\fB--name). */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "mnt.h"
+
+/* Runs cmd; stdout into *out (malloc'd), stderr into *err; exit status. */
+static int run(const char *cmd, char **out, char **err)
+{
+    char errf[] = "/tmp/mfs-help-err-XXXXXX";
+    int efd = mkstemp(errf);
+    cr_assert(efd >= 0);
+    close(efd);
+    char *full = NULL;
+    cr_assert(asprintf(&full, "%s 2>%s", cmd, errf) > 0);
+    FILE *p = popen(full, "r");
+    cr_assert_not_null(p);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[4096];
+    size_t r;
+    while ((r = fread(chunk, 1, sizeof(chunk), p)) > 0)
+        fwrite(chunk, 1, r, m);
+    fclose(m);
+    int st = pclose(p);
+    free(full);
+    *out = buf;
+    *err = mnt_read(errf, NULL);
+    unlink(errf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *const commands[] = {"mount", "unmount", "status", "conflicts", "flush"};
+
+Test(cli_help, every_command_has_help_on_stdout)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        const char *forms[] = {"%s %s --help", "%s %s -h", "%s help %s"};
+        for (size_t f = 0; f < 3; f++) {
+            char cmd[600], want[100], *out, *err;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+            snprintf(cmd, sizeof(cmd), forms[f], MEMSTOREFS_BIN, commands[i]);
+#pragma GCC diagnostic pop
+            int rc = run(cmd, &out, &err);
+            cr_expect_eq(rc, 0, "'%s' exited %d: %s%s", cmd, rc, out, err);
+            snprintf(want, sizeof(want), "usage: memstorefs %s", commands[i]);
+            cr_expect(strncmp(out, want, strlen(want)) == 0, "'%s' printed: %s", cmd, out);
+            cr_expect_str_eq(err, "", "'%s' wrote to stderr: %s", cmd, err);
+            free(out);
+            free(err);
+        }
+    }
+}
+
+Test(cli_help, overview_and_unknown_command)
+{
+    char *out, *err;
+    cr_expect_eq(run(MEMSTOREFS_BIN " --help", &out, &err), 0);
+    cr_expect(strstr(out, "COMMAND --help"), "%s", out);
+    free(out);
+    free(err);
+    cr_expect_eq(run(MEMSTOREFS_BIN " help nosuch", &out, &err), 2);
+    cr_expect(strstr(err, "unknown command 'nosuch'"), "%s", err);
+    free(out);
+    free(err);
+}
+
+/* The options named in a help text: "-x" or "--name" after a blank or
+ * one of ",([|". */
+static size_t options_of(const char *text, char opts[][64], size_t max)
+{
+    size_t n = 0;
+    for (const char *p = text; *p && n < max; p++) {
+        if (*p != '-' || (p > text && !strchr(" \t\n,([|", p[-1])))
+            continue;
+        const char *s = p;
+        size_t dashes = p[1] == '-' ? 2 : 1;
+        const char *q = p + dashes;
+        if (!isalpha((unsigned char)*q))
+            continue;
+        while (isalnum((unsigned char)*q) || *q == '-')
+            q++;
+        if (dashes == 1 && q - s != 2)
+            continue; /* "-f", not a word with a dash */
+        size_t len = (size_t)(q - s);
+        bool seen = false;
+        for (size_t k = 0; k < n; k++)
+            seen = seen || (strlen(opts[k]) == len && strncmp(opts[k], s, len) == 0);
+        if (!seen && len < 64) {
+            memcpy(opts[n], s, len);
+            opts[n++][len] = '\0';
+        }
+        p = q - 1;
+    }
+    return n;
+}
+
+static void expect_in_man(const char *help_cmd, const char *page)
+{
+    char *help, *err, path[600];
+    cr_assert_eq(run(help_cmd, &help, &err), 0, "%s failed: %s", help_cmd, err);
+    snprintf(path, sizeof(path), "%s/%s", MFS_MAN_DIR, page);
+    char *man = mnt_read(path, NULL);
+    cr_assert_not_null(man, "the man page %s was not generated", path);
+    char opts[128][64];
+    size_t n = options_of(help, opts, 128);
+    cr_assert_gt(n, 0, "no option found in: %s", help);
+    for (size_t i = 0; i < n; i++) {
+        char bold[80];
+        snprintf(bold, sizeof(bold), "\\fB%s", opts[i]);
+        cr_expect(strstr(man, bold), "'%s' names %s, which %s does not document", help_cmd,
+                  opts[i], page);
+    }
+    free(help);
+    free(err);
+    free(man);
+}
+
+Test(cli_help, every_option_of_the_help_is_in_the_man_page)
+{
+    expect_in_man(MEMSTOREFS_BIN " --help", "memstorefs.1");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "%s %s --help", MEMSTOREFS_BIN, commands[i]);
+        expect_in_man(cmd, "memstorefs.1");
+    }
+    expect_in_man(MEMSTORED_BIN " --help", "memstored.1");
+}

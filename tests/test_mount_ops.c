@@ -1,0 +1,277 @@
+/* test_mount_ops.c - what an operator sees of a running daemon: the log
+ * targets (--log-file -, syslog on a socket of the test's own, a file
+ * that SIGHUP reopens, a target that cannot be opened), systemd's
+ * READY=1/STOPPING=1 on a notify socket of the test's own, unmount's exit
+ * status and list of what it left unpushed, the listing progress on a
+ * terminal, content cached / total in status, and mtime = updated_at. */
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mnt.h"
+
+static struct mnt_env E;
+static char *store;
+static char mp[400];
+
+static void setup(void)
+{
+    cr_assert_eq(mnt_setup(&E, NULL), 0, "cannot start memstored");
+    store = t_create_store(&E.msd, "Ops");
+    cr_assert_not_null(store);
+    free(t_create_memory(&E.msd, store, "/notes/a.md", "alpha\n"));
+    snprintf(mp, sizeof(mp), "%s/s", E.mnt);
+}
+
+static void teardown(void)
+{
+    mnt_teardown(&E);
+    free(store);
+    store = NULL;
+}
+
+TestSuite(mount_ops, .init = setup, .fini = teardown, .timeout = 150);
+
+/* A Unix datagram socket bound at path (the test's syslog or notify). */
+static int dgram_at(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    cr_assert_lt(strlen(path), sizeof(a.sun_path));
+    memcpy(a.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0, "bind %s", path);
+    return fd;
+}
+
+/* Receives datagrams until one contains want (true), or none came for
+ * timeout_s.  The datagram is copied to got. */
+static bool recv_until(int fd, const char *want, int timeout_s, char *got, size_t len)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    while (poll(&p, 1, timeout_s * 1000) == 1) {
+        ssize_t r = recv(fd, got, len - 1, 0);
+        if (r < 0)
+            return false;
+        got[r] = '\0';
+        if (strstr(got, want))
+            return true;
+    }
+    got[0] = '\0';
+    return false;
+}
+
+Test(mount_ops, log_file_dash_is_stderr_not_a_file)
+{
+    char *out = NULL;
+    /* The daemon keeps its stderr: a file the test reads. */
+    int rc = mnt_sh(&E, &out, "mkdir -p %s/cwd && cd %s/cwd && $MFS mount --store '%s:%s' "
+                              "--cache-dir \"$CACHE\" --log-file - 2>%s/stderr.txt",
+                    E.root, E.root, store, mp, E.root);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 0);
+    kill(pid, SIGHUP); /* one more line, after the mount */
+    cr_expect(mnt_wait_sh(&E, 20, "grep -q 'log reopened' %s/stderr.txt", E.root),
+              "the daemon's log did not reach its stderr");
+    cr_expect_eq(mnt_sh(&E, NULL, "test -e %s/cwd/- || test -e /-", E.root), 1,
+                 "--log-file - created a file named '-'");
+}
+
+Test(mount_ops, unopenable_log_file_refuses_the_mount)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s' --cache-dir \"$CACHE\" "
+                              "--log-file %s/no/such/dir/x.log", store, mp, E.root);
+    cr_expect_eq(rc, 1, "a log in a missing directory was accepted: %s", out);
+    cr_expect(strstr(out, "cannot open the log file"), "%s", out);
+    cr_expect(strstr(out, "No such file or directory"), "the reason is missing: %s", out);
+    free(out);
+    cr_expect_not(mnt_is_mounted(mp), "mounted although its log is lost");
+    cr_expect_eq(mnt_sh(&E, NULL, "test -e %s", mp), 1, "the mount directory was left");
+}
+
+Test(mount_ops, sighup_reopens_a_moved_log_file)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s' --cache-dir \"$CACHE\" "
+                              "--log-file %s/d.log", store, mp, E.root);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    cr_assert(mnt_wait_sh(&E, 20, "grep -q 'mounted memory store' %s/d.log", E.root));
+    pid_t pid = mnt_daemon_pid(&E);
+    mnt_sh(&E, NULL, "mv %s/d.log %s/d.log.1", E.root, E.root);
+    kill(pid, SIGHUP);
+    cr_expect(mnt_wait_sh(&E, 20, "grep -q 'log reopened' %s/d.log", E.root),
+              "SIGHUP did not start a new log file");
+    cr_expect_eq(mnt_sh(&E, NULL, "grep -q 'log reopened' %s/d.log.1", E.root), 1,
+                 "the line went to the moved file");
+    cr_expect_eq(mnt_sh(&E, NULL, "stat -c %%a %s/d.log | grep -qx 600", E.root), 0,
+                 "the log file is not private");
+}
+
+Test(mount_ops, syslog_lines_reach_the_syslog_socket)
+{
+    char sock[400], got[8192];
+    snprintf(sock, sizeof(sock), "%s/log.sock", E.root);
+    char *out = NULL;
+    /* No socket: refused with the reason. */
+    int rc = mnt_sh(&E, &out, "MEMSTOREFS_SYSLOG_SOCKET=%s $MFS mount --store '%s:%s' "
+                              "--cache-dir \"$CACHE\" --log-file syslog", sock, store, mp);
+    cr_expect_eq(rc, 1, "%s", out);
+    cr_expect(strstr(out, "cannot reach the syslog socket"), "%s", out);
+    free(out);
+    cr_expect_not(mnt_is_mounted(mp));
+
+    int fd = dgram_at(sock);
+    rc = mnt_sh(&E, &out, "MEMSTOREFS_SYSLOG_SOCKET=%s $MFS mount --store '%s:%s' "
+                          "--cache-dir \"$CACHE\" --log-file syslog", sock, store, mp);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    cr_expect(recv_until(fd, "mounted memory store", 20, got, sizeof(got)),
+              "no 'mounted memory store' line on the syslog socket");
+    /* As syslog(3) sends it: <daemon.info>TIMESTAMP ident[pid]: message. */
+    char head[64];
+    snprintf(head, sizeof(head), "memstorefs[%d]: level=info", (int)mnt_daemon_pid(&E));
+    cr_expect(strncmp(got, "<30>", 4) == 0 && strstr(got, head), "%s", got);
+    cr_expect(strstr(got, store), "%s", got);
+    close(fd);
+}
+
+Test(mount_ops, systemd_hears_ready_then_stopping)
+{
+    char sock[400], got[4096];
+    snprintf(sock, sizeof(sock), "%s/notify.sock", E.root);
+    int fd = dgram_at(sock);
+    /* As a Type=notify unit runs it: in the foreground, NOTIFY_SOCKET set. */
+    mnt_sh(&E, NULL, "NOTIFY_SOCKET=%s setsid $MFS mount -f --store '%s:%s' "
+                     "--cache-dir \"$CACHE\" >%s/fg.log 2>&1 &", sock, store, mp, E.root);
+    cr_assert(recv_until(fd, "READY=1", 30, got, sizeof(got)), "no READY=1");
+    cr_expect(mnt_is_mounted(mp), "READY=1 came before the store was mounted");
+    cr_expect(strstr(got, "STATUS=1 memory store mounted"), "%s", got);
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 0);
+    kill(pid, SIGTERM);
+    cr_expect(recv_until(fd, "STOPPING=1", 30, got, sizeof(got)), "no STOPPING=1");
+    cr_expect(mnt_wait_sh(&E, 30, "! grep -q ' %s ' /proc/self/mountinfo", mp));
+    close(fd);
+}
+
+Test(mount_ops, unmount_lists_what_it_left_unpushed_and_exits_3)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_mount(&E, store, "s", false, "", &out), 0, "%s", out);
+    free(out);
+    mnt_hold_writes(&E);
+    cr_assert_eq(mnt_sh(&E, NULL, "echo new > %s/notes/new.md && echo more >> %s/notes/a.md",
+                        mp, mp), 0);
+    int rc = mnt_sh(&E, &out, "$MFS unmount %s", mp);
+    cr_expect_eq(rc, 3, "unmount left changes unpushed and exited %d: %s", rc, out);
+    cr_expect(strstr(out, "2 local changes not pushed"), "%s", out);
+    char want[600];
+    snprintf(want, sizeof(want), "not pushed: %s/notes/new.md (new file)", mp);
+    cr_expect(strstr(out, want), "'%s' missing from: %s", want, out);
+    snprintf(want, sizeof(want), "not pushed: %s/notes/a.md (changed locally)", mp);
+    cr_expect(strstr(out, want), "'%s' missing from: %s", want, out);
+    free(out);
+    cr_expect_not(mnt_is_mounted(mp));
+    /* Nothing left: 0. */
+    cr_assert_eq(mnt_mount(&E, store, "s", false, "", NULL), 0);
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS unmount --all"), 3, "%s", out); /* still held */
+    free(out);
+}
+
+Test(mount_ops, unmount_with_everything_pushed_exits_0)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_mount(&E, store, "s", false, "", &out), 0, "%s", out);
+    free(out);
+    cr_assert_eq(mnt_sh(&E, NULL, "echo new > %s/notes/new.md", mp), 0);
+    int rc = mnt_sh(&E, &out, "$MFS unmount --all");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect_null(strstr(out, "not pushed"), "%s", out);
+    free(out);
+}
+
+Test(mount_ops, big_listing_shows_progress_on_a_terminal_only)
+{
+    /* 230 memories: three pages of 100. */
+    const char *bodies[230];
+    char *owned[230];
+    for (int i = 0; i < 230; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/big/m%03d.md", i);
+        owned[i] = tj_memory_body(path, "x\n");
+        bodies[i] = owned[i];
+    }
+    long status[230];
+    char path[300];
+    snprintf(path, sizeof(path), "/v1/memory_stores/%s/memories", store);
+    cr_assert_eq(t_api_multi(&E.msd, "POST", path, bodies, 230, 8, status, NULL), 0);
+    for (int i = 0; i < 230; i++) {
+        cr_assert_eq(status[i], 200);
+        free(owned[i]);
+    }
+    char *out = NULL;
+    /* script(1) gives the command a terminal. */
+    int rc = mnt_sh(&E, &out, "script -qec \"$MFS mount --store '%s:%s' --cache-dir $CACHE\" "
+                              "/dev/null", store, mp);
+    cr_assert_eq(rc, 0, "%s", out);
+    char want[300];
+    snprintf(want, sizeof(want), "listing memory store %s: 100 memories...", store);
+    cr_expect(strstr(out, want), "no progress line on a terminal: %s", out);
+    snprintf(want, sizeof(want), "listing memory store %s: 231 memories", store);
+    cr_expect(strstr(out, want), "no final count: %s", out);
+    free(out);
+    cr_assert_eq(mnt_sh(&E, NULL, "$MFS unmount --all"), 0);
+    rc = mnt_mount(&E, store, "s", false, "", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect_null(strstr(out, "listing memory store"), "progress without a terminal: %s", out);
+    free(out);
+    /* status: the prefetch's progress as cached / total. */
+    cr_expect(mnt_wait_sh(&E, 60, "$MFS status | grep -q 'content cached  231 / 231'"));
+    cr_expect(mnt_wait_sh(&E, 60, "$MFS status --json | grep -q "
+                                  "'\"content_cached\":231,\"content_total\":231'"));
+}
+
+Test(mount_ops, mtime_is_the_memory_updated_at)
+{
+    /* A memory written a second before the mount: the cache time would differ. */
+    sleep(1);
+    free(t_create_memory(&E.msd, store, "/notes/b.md", "beta\n"));
+    char *out = NULL;
+    cr_assert_eq(mnt_mount(&E, store, "s", false, "", &out), 0, "%s", out);
+    free(out);
+    struct tresp r;
+    cr_assert_eq(t_req(&E.msd, "GET", NULL, &r, "/v1/memory_stores/%s/memories?limit=100",
+                       store), 200);
+    const cJSON *it;
+    int checked = 0;
+    cJSON_ArrayForEach(it, tj_get(r.json, "data")) {
+        const char *p = tj_str(it, "path"), *upd = tj_str(it, "updated_at");
+        cr_assert(p && upd);
+        /* updated_at is UTC with milliseconds; stat gives the same time. */
+        mnt_sh(&E, &out, "stat -c %%.3Y %s%s", mp, p);
+        char *exp = NULL;
+        mnt_sh(&E, &exp, "date -u -d '%s' +%%s.%%3N", upd);
+        cr_expect_str_eq(out, exp, "%s: mtime %s is not updated_at %s", p, out, upd);
+        free(out);
+        free(exp);
+        checked++;
+    }
+    tresp_free(&r);
+    cr_expect_eq(checked, 2);
+    /* Edited locally: the write time, later than updated_at. */
+    cr_assert_eq(mnt_sh(&E, NULL, "sleep 1; echo more >> %s/notes/b.md", mp), 0);
+    cr_expect_eq(mnt_sh(&E, NULL, "test %s/notes/b.md -nt %s/notes/a.md && "
+                                  "ls -t %s/notes | head -n1 | grep -qx b.md", mp, mp, mp), 0);
+}

@@ -141,6 +141,23 @@ struct cache_store_stats {
 };
 int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *st);
 
+/* What the cache last knew of every memory of a store: the baselines of
+ * its files (live, with a memory id) and of its pending deletions.  The
+ * strings are owned by the array; free it with cache_baselines_free. */
+struct cache_base {
+    char memory_id[CACHE_ID_MAX];
+    char sha[SHA256_HEX_LEN + 1];
+    char *path;
+    uint64_t size;
+    int64_t mtime_ns;
+};
+int cache_baselines(struct cache *c, const char *store_id, struct cache_base **out, size_t *n);
+void cache_baselines_free(struct cache_base *v, size_t n);
+/* Whether a sync of the store has anything local to do: a file to push
+ * (CACHE_SAVED; with final, CACHE_HELD too) or a pending deletion.  Cheap
+ * (indexed), for the idle fast path of a sync. */
+int cache_store_has_local_work(struct cache *c, const char *store_id, bool final, bool *work);
+
 /* Every store the cache holds (mounted now or not). *out is malloc'd. */
 struct cache_store {
     char id[CACHE_ID_MAX];

@@ -60,7 +60,9 @@ static const char schema[] =
     "  id INTEGER PRIMARY KEY AUTOINCREMENT, store TEXT NOT NULL, ino INTEGER NOT NULL,"
     "  memory_id TEXT NOT NULL DEFAULT '', path TEXT NOT NULL, sha TEXT NOT NULL,"
     "  at INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS sent_store_ino ON sent(store, ino);";
+    "CREATE INDEX IF NOT EXISTS sent_store_ino ON sent(store, ino);"
+    /* the sync's "anything to push?" and the dirty-file scan */
+    "CREATE INDEX IF NOT EXISTS nodes_store_state ON nodes(store, state);";
 
 /* Columns added after the first schema, each added when a cache directory
  * made by an older build lacks it (so no migration needs numbering). */

@@ -47,6 +47,77 @@ out:
     return rc;
 }
 
+int cache_store_has_local_work(struct cache *c, const char *store_id, bool final, bool *work)
+{
+    sqlite3_stmt *st;
+    *work = true; /* on error: assume there is, so the sync looks */
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT EXISTS(SELECT 1 FROM nodes WHERE store = ?1 AND state = 1"
+                           " AND is_dir = 0 AND unlinked = 0 AND parent IS NOT NULL"
+                           " AND (unsaved = 0 OR (?2 AND unsaved = 2)))"
+                           " OR EXISTS(SELECT 1 FROM tombstones WHERE store = ?1)", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(st, 2, final);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *work = sqlite3_column_int(st, 0) != 0;
+            rc = 0;
+        } else {
+            rc = db_fail(c, rc, "local work");
+        }
+        sqlite3_finalize(st);
+    }
+    db_unlock(c);
+    return rc;
+}
+
+void cache_baselines_free(struct cache_base *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].path);
+    free(v);
+}
+
+static int fill_base(sqlite3_stmt *st, void *item)
+{
+    struct cache_base *b = item;
+    snprintf(b->memory_id, sizeof(b->memory_id), "%s", (const char *)sqlite3_column_text(st, 0));
+    b->path = strdup((const char *)sqlite3_column_text(st, 1));
+    snprintf(b->sha, sizeof(b->sha), "%s", (const char *)sqlite3_column_text(st, 2));
+    b->size = (uint64_t)sqlite3_column_int64(st, 3);
+    b->mtime_ns = sqlite3_column_int64(st, 4);
+    return b->path ? 0 : -ENOMEM;
+}
+
+int cache_baselines(struct cache *c, const char *store_id, struct cache_base **out, size_t *n)
+{
+    sqlite3_stmt *st;
+    void *items = NULL;
+    *out = NULL;
+    *n = 0;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT memory_id, base_path, base_sha, size, mtime FROM nodes"
+                           " WHERE store = ?1 AND memory_id IS NOT NULL AND is_dir = 0"
+                           " AND unlinked = 0 AND parent IS NOT NULL AND base_sha IS NOT NULL"
+                           " AND base_path IS NOT NULL"
+                           " UNION ALL SELECT memory_id, base_path, base_sha, 0, 0 FROM tombstones"
+                           " WHERE store = ?1 AND base_sha IS NOT NULL AND base_path IS NOT NULL",
+                        &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = db_collect(c, st, sizeof(**out), &items, n, fill_base, "baselines");
+        *out = items;
+    }
+    db_unlock(c);
+    if (rc) {
+        cache_baselines_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
 void cache_tombstones_free(struct cache_tombstone *v, size_t n)
 {
     for (size_t i = 0; v && i < n; i++)

@@ -207,12 +207,14 @@ static int parse_uid(const char *s, uid_t *out)
 int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
 {
     enum { O_SESSION = 256, O_STORE, O_INTERVAL, O_FLUSH, O_DELETIONS, O_CACHE, O_UID, O_GID,
-           O_LEVEL, O_LOGFILE, O_CRED };
+           O_LEVEL, O_LOGFILE, O_CRED, O_RESYNC, O_RPM };
     static const struct option longopts[] = {
         {"session", required_argument, NULL, O_SESSION},
         {"store", required_argument, NULL, O_STORE},
         {"sync-interval", required_argument, NULL, O_INTERVAL},
         {"flush-timeout", required_argument, NULL, O_FLUSH},
+        {"full-resync", required_argument, NULL, O_RESYNC},
+        {"max-requests-per-minute", required_argument, NULL, O_RPM},
         {"sync-deletions", required_argument, NULL, O_DELETIONS},
         {"cache-dir", required_argument, NULL, O_CACHE},
         {"uid", required_argument, NULL, O_UID},
@@ -226,6 +228,7 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
     memset(o, 0, sizeof(*o));
     o->sync_interval = 15;
     o->flush_timeout = 30;
+    o->full_resync = 300;
     o->uid = getuid();
     o->gid = getgid();
     int c, rc = 0;
@@ -252,6 +255,21 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
                                  "got '%s'", optarg);
             else
                 o->flush_timeout = (int)v;
+            break;
+        case O_RESYNC:
+            if (parse_int(optarg, 0, 86400, &v) || (v > 0 && v < 30))
+                rc = usage_error("--full-resync must be 0 (only when the version feed cannot be "
+                                 "used) or a number of seconds from 30 to 86400, got '%s'",
+                                 optarg);
+            else
+                o->full_resync = (int)v;
+            break;
+        case O_RPM:
+            if (parse_int(optarg, 0, 1000000, &v) || (v > 0 && v < 6))
+                rc = usage_error("--max-requests-per-minute must be 0 (no cap) or a number from "
+                                 "6 to 1000000, got '%s'", optarg);
+            else
+                o->max_rpm = (int)v;
             break;
         case O_DELETIONS:
             if (strcmp(optarg, "enabled") && strcmp(optarg, "log_only") &&

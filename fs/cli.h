@@ -14,6 +14,8 @@ struct mount_opts {
     size_t n_stores;
     int sync_interval;            /* seconds, >= 5 */
     int flush_timeout;            /* seconds */
+    int full_resync;              /* seconds between full listings (0: only as a fallback) */
+    int max_rpm;                  /* requests per minute, all stores (0: no cap) */
     char *deletions;              /* enabled | log_only | disabled */
     char *cache_dir;
     char *log_file;               /* background mode: where the log goes */
@@ -39,6 +41,8 @@ int daemon_mount(struct mount_opts *o);
 /* control.c: the unmount and status commands; return exit statuses. */
 int control_unmount(int argc, char **argv);
 int control_status(int argc, char **argv);
+/* syncctl.c: the sync command. */
+int control_sync(int argc, char **argv);
 /* flush.c: the flush command. */
 int flush_main(int argc, char **argv);
 /* conflicts.c: the conflicts command. */

@@ -7,6 +7,7 @@
  *   unmount-all      tear down every store (the daemon then exits)
  *   status           a human description of each store, then ok
  *   status-json      one JSON object per store (a line each), then ok
+ *   sync..., sync-wait...  a sync now (syncctl.c)
  * The daemon serves one connection at a time from its main thread.
  *
  * `memstorefs unmount` finds the daemon of a path through the store lock
@@ -92,6 +93,9 @@ void control_serve(struct daemon *d, int listen_fd)
             free(text);
             say(fd, left ? "ok unpushed\n" : "ok\n");
         }
+    } else if (strncmp(line, "sync", 4) == 0) {
+        if (syncctl_serve(d, fd, line))
+            return; /* answered by its own thread */
     } else {
         say(fd, "error unknown command\n");
     }
@@ -101,7 +105,7 @@ void control_serve(struct daemon *d, int listen_fd)
 /* Sends cmd to daemon pid and copies its answer lines (but the final one)
  * to out.  Returns 0 on "ok", 1 on "ok unpushed", -EIO with the reason
  * printed otherwise. */
-static int ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
+int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     char path[4200];
@@ -224,7 +228,7 @@ static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *in
     /* The daemon bounds its final sync by its --flush-timeout (at most an
      * hour); its answer lines (what it unmounted, what it could not push)
      * go to stderr. */
-    int rc = ask(info->pid, cmd, stderr, 3700);
+    int rc = control_ask(info->pid, cmd, stderr, 3700);
     if (rc == 1) {
         u->unpushed++;
     } else if (rc) {
@@ -306,7 +310,7 @@ static int status_one(void *arg, const char *file, const struct rt_lockinfo *inf
     FILE *m = open_memstream(&text, &len);
     if (!m)
         return -ENOMEM;
-    int rc = ask(info->pid, sc->json ? "status-json" : "status", m, 10);
+    int rc = control_ask(info->pid, sc->json ? "status-json" : "status", m, 10);
     fclose(m);
     if (!rc)
         fputs(text, stdout);

@@ -320,6 +320,10 @@ static void teardown_all(bool flush)
 static void free_all(void)
 {
     mountdir_finish();
+    /* Clients waiting for a sync (memstorefs sync --wait) use the syncer:
+     * their requests end at once (cancelled), then they answer. */
+    http_client_cancel(D.http, true);
+    syncctl_drain(10);
     syncer_free(&D.sync);
     if (D.sync)
         return; /* its thread would not stop: the process exits with it alive */
@@ -390,7 +394,8 @@ static int setup_stores(struct mount_opts *o)
     if (!o->log_file && (rc = daemon_open_log(o)))
         return rc;
     struct http_opts ho = {.base_url = D.cred.base_url, .api_key = D.cred.api_key,
-                           .bearer = D.cred.bearer, .max_in_flight = 8, .max_retries = -1};
+                           .bearer = D.cred.bearer, .max_in_flight = 8, .max_retries = -1,
+                           .max_per_minute = o->max_rpm};
     D.http = http_client_new(&ho);
     if (!D.http) {
         fprintf(stderr, "memstorefs: cannot use the API endpoint '%s': %s\n", D.cred.base_url,
@@ -398,8 +403,8 @@ static int setup_stores(struct mount_opts *o)
         return -errno;
     }
     static bool progress_shown;
-    struct syncer_opts so = {.interval_s = o->sync_interval, .progress = daemon_list_progress,
-                             .progress_arg = &progress_shown};
+    struct syncer_opts so = {.interval_s = o->sync_interval, .full_resync_s = o->full_resync,
+                             .progress = daemon_list_progress, .progress_arg = &progress_shown};
     if (strcmp(o->deletions, "log_only") == 0)
         so.deletions = SYNCER_DEL_LOG_ONLY;
     else if (strcmp(o->deletions, "disabled") == 0)

@@ -33,6 +33,15 @@ size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report);
  * unpushed (dirty, deleted locally, refused), at most 50. */
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
                           FILE *out);
+/* control.c: sends cmd to daemon pid and copies its answer lines (but the
+ * final one) to out.  0 on "ok", 1 on "ok unpushed", -EIO with the reason
+ * printed otherwise, or a negative errno when the daemon cannot be reached
+ * or does not answer within timeout_s. */
+int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s);
+/* syncctl.c: serves a "sync..." command; true when a thread of its own
+ * now answers and closes fd.  syncctl_drain waits (bounded) for them. */
+bool syncctl_serve(struct daemon *d, int fd, const char *line);
+void syncctl_drain(int timeout_s);
 /* status.c: writes the status of every live store to fd, then "ok". */
 void status_serve(struct daemon *d, int fd, bool json);
 /* daemon_io.c: opens the log target of a mount (--log-file, else

@@ -17,6 +17,7 @@ static const char overview[] =
     "  memstorefs mount (--session FILE | --store ID:MOUNT_PATH[:ro]...) [options]\n"
     "  memstorefs unmount PATH... | --all\n"
     "  memstorefs status [--json]\n"
+    "  memstorefs sync [PATH... | --all] [--wait]\n"
     "  memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n"
     "  memstorefs flush [--cache-dir DIR] [--store ID]... [--sync-deletions MODE]\n"
     "  memstorefs STORE_ID MOUNT_PATH [-o OPTS]    (the mount.fuse3 form, for mount(8))\n"
@@ -24,7 +25,8 @@ static const char overview[] =
     "  memstorefs COMMAND --help                   (the options of one command)\n"
     "\n"
     "exit status: 0 success, 1 failure, 2 bad usage; unmount: 3 when it unmounted\n"
-    "but changes stayed unpushed in the cache.\n"
+    "but changes stayed unpushed in the cache; sync --wait: 3 when the sync ran but\n"
+    "changes are not in the store.\n"
     "\n"
     "environment: ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN or ANTHROPIC_WORK_SECRET\n"
     "(the credential), ANTHROPIC_BASE_URL (the API endpoint), MEMSTOREFS_RUNTIME_DIR,\n"
@@ -44,6 +46,12 @@ static const char mount_help[] =
     "  --sync-interval SEC     seconds between syncs (default 15, minimum 5)\n"
     "  --sync-deletions MODE   enabled | log_only | disabled (default enabled)\n"
     "  --flush-timeout SEC     bound of the final sync at unmount (default 30)\n"
+    "  --full-resync SEC       list each store in full at least this often, as a safety\n"
+    "                          net for the version feed (default 300; 0: only when the\n"
+    "                          feed cannot be used)\n"
+    "  --max-requests-per-minute N\n"
+    "                          cap on the requests of every store together (default:\n"
+    "                          no cap; a 429 pauses every request anyway)\n"
     "  --cache-dir DIR         the local cache (default /var/lib/memstorefs for root,\n"
     "                          else $XDG_STATE_HOME/memstorefs)\n"
     "  --credentials FILE      KEY=VALUE lines (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN,\n"
@@ -82,6 +90,23 @@ static const char status_help[] =
     "  --json                  one JSON object per store and line\n"
     "  -h, --help              this help\n";
 
+static const char sync_help[] =
+    "usage: memstorefs sync [PATH... | --all] [--wait]\n"
+    "\n"
+    "Runs a sync of the stores mounted at PATH (or of every store) now: the remote\n"
+    "changes come in, the local ones go out.  The next periodic sync comes an\n"
+    "interval after it.\n"
+    "\n"
+    "  --all                   every store mounted on this host (the default)\n"
+    "  --wait                  return once that sync is done, with a line per store;\n"
+    "                          without it, return at once\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "exit status: 0 synced (everything pushed, with --wait); 1 a path is not a\n"
+    "memstorefs mount, or a sync failed (the reason on stderr); 2 bad usage; 3\n"
+    "synced, but changes are not in the store (each listed: refused, still open\n"
+    "for writing, failed).\n";
+
 static const char conflicts_help[] =
     "usage: memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n"
     "\n"
@@ -109,6 +134,7 @@ static const struct {
 } texts[] = {
     {"mount", mount_help},         {"unmount", unmount_help}, {"umount", unmount_help},
     {"status", status_help},       {"flush", flush_help},     {"conflicts", conflicts_help},
+    {"sync", sync_help},
 };
 
 void help_overview(FILE *f)

@@ -32,6 +32,7 @@ static const struct {
 } mapped[] = {
     {"sync_interval", "--sync-interval"}, {"sync_deletions", "--sync-deletions"},
     {"flush_timeout", "--flush-timeout"}, {"cache_dir", "--cache-dir"},
+    {"full_resync", "--full-resync"}, {"max_requests_per_minute", "--max-requests-per-minute"},
     {"credentials", "--credentials"},     {"uid", "--uid"},
     {"gid", "--gid"},                     {"log_level", "--log-level"},
     {"log_file", "--log-file"},

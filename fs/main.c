@@ -1,5 +1,5 @@
 /* main.c - memstorefs: dispatch of the subcommands (mount, unmount,
- * status, conflicts, flush), their --help (help.c), and the mount(8)
+ * status, sync, conflicts, flush), their --help (help.c), and the mount(8)
  * helper form (helper.c). */
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +47,8 @@ int main(int argc, char **argv)
         return control_unmount(argc - 1, argv + 1);
     if (strcmp(cmd, "status") == 0)
         return control_status(argc - 1, argv + 1);
+    if (strcmp(cmd, "sync") == 0)
+        return control_sync(argc - 1, argv + 1);
     if (strcmp(cmd, "flush") == 0)
         return flush_main(argc - 1, argv + 1);
     if (strcmp(cmd, "conflicts") == 0)

@@ -36,7 +36,7 @@ int api_errno(long status, const char *type)
     return http_status_errno(status);
 }
 
-static bool id_ok(const char *id)
+bool api_id_ok(const char *id)
 {
     return id && *id && strcmp(id, ".") != 0 && strcmp(id, "..") != 0 && strlen(id) <= 255;
 }
@@ -54,7 +54,7 @@ static void mem_path(struct jbuf *b, const char *store, const char *id)
 }
 
 /* Fills e (when not NULL) and returns the errno of a finished call. */
-static int call_result(const struct http_call *call, struct api_error *e)
+int api_call_result(const struct http_call *call, struct api_error *e)
 {
     if (!call->err)
         return 0;
@@ -70,7 +70,7 @@ static int call_result(const struct http_call *call, struct api_error *e)
     return rc;
 }
 
-static int malformed(const struct http_call *call, const char *what, struct api_error *e)
+int api_malformed(const struct http_call *call, const char *what, struct api_error *e)
 {
     char path[256];
     size_t n = strcspn(call->path, "?");
@@ -93,7 +93,7 @@ int api_store_get(struct http_client *c, const char *store_id, struct api_store 
     memset(out, 0, sizeof(*out));
     if (e)
         api_error_clear(e);
-    if (!id_ok(store_id))
+    if (!api_id_ok(store_id))
         return -EINVAL;
     struct jbuf p = {0};
     jbuf_adds(&p, "/v1/memory_stores/");
@@ -102,12 +102,12 @@ int api_store_get(struct http_client *c, const char *store_id, struct api_store 
         return -ENOMEM;
     struct http_call call = {.method = "GET", .path = p.p};
     http_run(c, &call, 1);
-    int rc = call_result(&call, e);
+    int rc = api_call_result(&call, e);
     if (!rc) {
         const char *what;
         rc = apip_store_doc(call.resp, call.resp_len, out, &what);
         if (rc == -EPROTO)
-            malformed(&call, what, e);
+            api_malformed(&call, what, e);
     }
     http_call_clear(&call);
     jbuf_release(&p);
@@ -134,7 +134,7 @@ int api_memories_list_progress(struct http_client *c, const char *store_id,
     memset(out, 0, sizeof(*out));
     if (e)
         api_error_clear(e);
-    if (!id_ok(store_id) || (path_prefix && (!*path_prefix || path_prefix[0] != '/')))
+    if (!api_id_ok(store_id) || (path_prefix && (!*path_prefix || path_prefix[0] != '/')))
         return -EINVAL;
     char *cursor = NULL;
     int rc = 0;
@@ -162,15 +162,15 @@ int api_memories_list_progress(struct http_client *c, const char *store_id,
         }
         struct http_call call = {.method = "GET", .path = p.p};
         http_run(c, &call, 1);
-        rc = call_result(&call, e);
+        rc = api_call_result(&call, e);
         char *next = NULL;
         if (!rc) {
             const char *what;
             rc = apip_memory_page(call.resp, call.resp_len, out, &next, &what);
             if (rc == -EPROTO)
-                malformed(&call, what, e);
+                api_malformed(&call, what, e);
             else if (!rc && next && cursor && strcmp(next, cursor) == 0)
-                rc = malformed(&call, "next_page repeats the cursor just used", e);
+                rc = api_malformed(&call, "next_page repeats the cursor just used", e);
         }
         http_call_clear(&call);
         jbuf_release(&p);
@@ -197,7 +197,7 @@ int api_memories_fetch(struct http_client *c, const char *store_id, struct api_f
     }
     if (n == 0)
         return 0;
-    if (!id_ok(store_id))
+    if (!api_id_ok(store_id))
         return -EINVAL;
     struct http_call *calls = calloc(n, sizeof(*calls));
     struct jbuf *paths = calloc(n, sizeof(*paths));
@@ -209,7 +209,7 @@ int api_memories_fetch(struct http_client *c, const char *store_id, struct api_f
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!id_ok(f[i].memory_id)) {
+        if (!api_id_ok(f[i].memory_id)) {
             f[i].err = -EINVAL;
             continue;
         }
@@ -226,12 +226,12 @@ int api_memories_fetch(struct http_client *c, const char *store_id, struct api_f
     rc = 0;
     for (size_t k = 0; k < m; k++) {
         struct api_fetch *it = &f[idx[k]];
-        it->err = call_result(&calls[k], &it->e);
+        it->err = api_call_result(&calls[k], &it->e);
         if (!it->err) {
             const char *what;
             it->err = apip_memory_doc(calls[k].resp, calls[k].resp_len, true, &it->mem, &what);
             if (it->err == -EPROTO)
-                malformed(&calls[k], what, &it->e);
+                api_malformed(&calls[k], what, &it->e);
         }
     }
     for (size_t i = 0; i < n && !rc; i++)
@@ -268,7 +268,7 @@ static int build_write(const char *store_id, const struct api_write *w, struct j
         *method = "POST";
         break;
     case API_WRITE_UPDATE:
-        if (!id_ok(w->memory_id) || (w->sha && !sha256_is_hex(w->sha)) ||
+        if (!api_id_ok(w->memory_id) || (w->sha && !sha256_is_hex(w->sha)) ||
             (w->path && !rules_utf8_valid(w->path, strlen(w->path))))
             return -EINVAL;
         if (w->content && !rules_utf8_valid(w->content, w->content_len))
@@ -297,7 +297,7 @@ static int build_write(const char *store_id, const struct api_write *w, struct j
         *method = "POST";
         break;
     case API_WRITE_DELETE:
-        if (!id_ok(w->memory_id) || (w->sha && !sha256_is_hex(w->sha)))
+        if (!api_id_ok(w->memory_id) || (w->sha && !sha256_is_hex(w->sha)))
             return -EINVAL;
         mem_path(path, store_id, w->memory_id);
         if (w->sha) {
@@ -323,7 +323,7 @@ int api_memories_write(struct http_client *c, const char *store_id, struct api_w
     }
     if (n == 0)
         return 0;
-    if (!id_ok(store_id))
+    if (!api_id_ok(store_id))
         return -EINVAL;
     struct http_call *calls = calloc(n, sizeof(*calls));
     struct jbuf *paths = calloc(n, sizeof(*paths));
@@ -357,7 +357,7 @@ int api_memories_write(struct http_client *c, const char *store_id, struct api_w
     for (size_t k = 0; k < m; k++) {
         struct api_write *it = &w[idx[k]];
         it->attempts = calls[k].attempts;
-        it->err = call_result(&calls[k], &it->e);
+        it->err = api_call_result(&calls[k], &it->e);
         if (it->err)
             continue;
         const char *what;
@@ -366,7 +366,7 @@ int api_memories_write(struct http_client *c, const char *store_id, struct api_w
         else
             it->err = apip_memory_doc(calls[k].resp, calls[k].resp_len, false, &it->mem, &what);
         if (it->err == -EPROTO)
-            malformed(&calls[k], what, &it->e);
+            api_malformed(&calls[k], what, &it->e);
     }
     for (size_t i = 0; i < n && !rc; i++)
         rc = w[i].err;

@@ -68,7 +68,7 @@ void api_memory_clear(struct api_memory *m);
 void api_list_free(struct api_list *l);
 /* Appends a memory (basic view: no content) to a listing. */
 int api_list_add(struct api_list *l, const char *id, const char *path, const char *sha,
-                 long size);
+                 long size, int64_t updated_ns);
 void api_store_clear(struct api_store *s);
 void api_error_clear(struct api_error *e);
 
@@ -143,6 +143,33 @@ struct api_write {
 int api_memories_write(struct http_client *c, const char *store_id, struct api_write *w,
                        size_t n);
 void api_write_clear(struct api_write *w);
+
+/* ---- The version feed (api_versions.c) ---- */
+enum api_op { API_OP_CREATED, API_OP_MODIFIED, API_OP_DELETED };
+struct api_version {
+    char *id, *memory_id;  /* malloc'd */
+    char *path;            /* malloc'd; NULL when redacted */
+    char sha[65];          /* content_sha256; "" for a deletion or a redaction */
+    long size;             /* content_size_bytes; -1 when null */
+    enum api_op op;
+    bool redacted;
+    int64_t created_ns;    /* created_at in ns since the epoch */
+    char created_at[48];   /* created_at as the server wrote it */
+};
+struct api_versions {
+    struct api_version *items; /* newest first, as served */
+    size_t n, cap;
+    size_t n_bad;              /* malformed items left out */
+    bool complete;             /* every page down to the bound was read */
+    int64_t server_ns;         /* the server's clock when the first page was
+                                * served (its Date header), 0 if unknown */
+};
+/* Every version of the store created at or after gte (an RFC 3339 time;
+ * NULL: all), view=basic, limit (1..100) a page, at most max_pages pages.
+ * On failure *out is empty. */
+int api_versions_since(struct http_client *c, const char *store_id, const char *gte, int limit,
+                       size_t max_pages, struct api_versions *out, struct api_error *e);
+void api_versions_free(struct api_versions *v);
 
 /* The errno an HTTP answer stands for, refining 409 (and 412) by
  * error.type: the one place where error types become errnos. */

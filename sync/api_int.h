@@ -30,4 +30,11 @@ int64_t apip_time_ns(const char *s);
 void apip_error(long status, const char *body, size_t len, const char *request_id,
                 struct api_error *e);
 
+/* Shared by the request files (api.c, api_versions.c). */
+bool api_id_ok(const char *id);
+/* Fills e (when not NULL) and returns the errno of a finished call. */
+int api_call_result(const struct http_call *call, struct api_error *e);
+/* Logs a malformed 2xx answer (one warn line) and returns -EPROTO. */
+int api_malformed(const struct http_call *call, const char *what, struct api_error *e);
+
 #endif

@@ -249,9 +249,10 @@ static int list_push(struct api_list *l, struct api_memory *m)
 }
 
 int api_list_add(struct api_list *l, const char *id, const char *path, const char *sha,
-                 long size)
+                 long size, int64_t updated_ns)
 {
     struct api_memory m = {0};
+    m.updated_ns = updated_ns;
     m.id = strdup(id);
     m.path = strdup(path);
     m.version_id = strdup("");

@@ -178,6 +178,88 @@ static void report_cap(struct cycle *cy)
     cy->rep.held = (unsigned)p->held;
 }
 
+static int64_t mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec;
+}
+
+/* A periodic full listing after syncs from the feed: what it finds that
+ * the feed should have reported (a memory changed at or before the
+ * watermark that the cache does not have as it is) is logged, and the
+ * apply that follows repairs the cache. */
+static void count_missed(struct cycle *cy, const struct cache_remote *rl, size_t nr)
+{
+    struct sstore *st = cy->st;
+    if (!st->feed.ready)
+        return; /* the first listing: nothing to compare with */
+    unsigned missed = 0;
+    for (size_t i = 0; i < nr; i++) {
+        if (!rl[i].mtime_ns || rl[i].mtime_ns > st->feed.mark_ns)
+            continue; /* changed after the last read of the feed */
+        char sha[SHA256_HEX_LEN + 1];
+        char *path = NULL;
+        uint64_t size;
+        bool known = cache_baseline_of(cy->s->c, st->id, rl[i].memory_id, sha, &path, &size) == 0;
+        bool extra = false;
+        for (size_t j = 0; j < st->feed.extra.n && !extra; j++)
+            extra = strcmp(st->feed.extra.items[j].id, rl[i].memory_id) == 0;
+        if (!extra && (!known || strcmp(sha, rl[i].sha) != 0 || strcmp(path, rl[i].path) != 0))
+            missed++;
+        free(path);
+    }
+    if (missed) {
+        char n[32];
+        snprintf(n, sizeof(n), "%u", missed);
+        log_warn("the version feed missed changes that a full listing found; the cache was "
+                 "repaired", "memory_store_id", st->id, "memories", n);
+    }
+}
+
+/* Step 1: what the store holds now, from the feed when it can say (fr is
+ * then the read, to commit), else from a full listing (head is then the
+ * feed's head, read first).  *idle: the feed shows no change and there is
+ * nothing local to push. */
+static int find_remote(struct cycle *cy, struct api_list *list, struct cache_remote **rl,
+                       size_t *nr, struct feed_read *fr, struct feed_read *head, bool *idle,
+                       char *why, size_t whylen)
+{
+    struct syncer *s = cy->s;
+    struct sstore *st = cy->st;
+    *idle = false;
+    if (feed_usable(s, st, mono_s())) {
+        int rc = feed_read(s, st, st->known, fr, why, whylen);
+        /* No feed after all (404), or too many failures: list instead. */
+        if (rc && !feed_usable(s, st, mono_s()))
+            rc = 0, fr->untrusted = true, fr->why = "the version feed cannot be read";
+        if (rc)
+            return rc;
+        if (!fr->untrusted) {
+            bool work = true;
+            cache_store_has_local_work(s->c, st->id, cy->final, &work);
+            if (!work && !fr->changes.n && !fr->n_gone && !st->feed.extra.n) {
+                *idle = true;
+                return 0;
+            }
+            rc = feed_view(s, st, fr, list);
+            return rc ? rc : engine_filter(s, st, list, rl, nr, why, whylen);
+        }
+        if (engine_first_time(st, fr->why, NULL, NULL))
+            log_info("listing the whole store instead of reading the version feed",
+                     "memory_store_id", st->id, "reason", fr->why);
+        feed_read_free(fr);
+    }
+    /* The head first: whatever is written during the listing is then in
+     * the next read of the feed. */
+    if (feed_head(s, st, head) != 0)
+        memset(head, 0, sizeof(*head)); /* no watermark: the next sync lists again */
+    int rc = engine_list(s, st, list, rl, nr, why, whylen);
+    if (!rc)
+        count_missed(cy, *rl, *nr);
+    return rc;
+}
+
 int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
 {
     struct sstore *st = &s->v[idx];
@@ -185,6 +267,8 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
     struct api_list list = {0};
     struct cache_remote *rl = NULL;
     size_t nr = 0;
+    struct feed_read fr = {0}, head = {0};
+    bool idle = false;
 
     pthread_mutex_lock(&st->cycle_lock);
     if (st->disabled) {
@@ -192,9 +276,17 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
         snprintf(why, whylen, "memory store %s is not mounted any more", st->id);
         return -ESHUTDOWN;
     }
-    int rc = engine_list(s, st, &list, &rl, &nr, why, whylen);
+    int rc = find_remote(&cy, &list, &rl, &nr, &fr, &head, &idle, why, whylen);
     if (rc)
         goto out;
+    if (idle) {
+        /* Nothing changed on either side: one request, no work. */
+        feed_commit(st, &fr);
+        if (st->content_missing)
+            engine_prefetch(s, idx);
+        snprintf(why, whylen, "ok");
+        goto out;
+    }
     cy.r.by_path = rl;
     cy.r.n = nr;
     cy.r.by_id = calloc(nr ? nr : 1, sizeof(*cy.r.by_id));
@@ -224,6 +316,17 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
         goto fail;
     if ((rc = engine_apply(s, st, rl, nr, why, whylen)))
         goto out;
+    /* The remote side is applied: the feed's watermark moves (or, after a
+     * full listing, is set from the head read before it). */
+    if (fr.ok) {
+        feed_keep_unplaced(s, st, &fr);
+        feed_commit(st, &fr);
+    } else if (head.ok) {
+        feed_commit(st, &head);
+        st->feed.ready = true;
+        st->feed.last_full_s = mono_s();
+    }
+    st->known = nr;
     /* A node sent back to its baseline may keep its hash (a remote rename
      * of content it had): its pages held the local bytes. */
     for (size_t i = 0; i < cy.n_reverted; i++)
@@ -253,6 +356,8 @@ out:
     files_free(&cy.files);
     cache_tombstones_free(cy.tombs.v, cy.tombs.n);
     cache_sent_free(cy.sent.v, cy.sent.n);
+    feed_read_free(&fr);
+    feed_read_free(&head);
     free(cy.reverted);
     free(cy.r.by_id);
     free(rl);

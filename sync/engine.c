@@ -60,6 +60,7 @@ void syncer_free(struct syncer **sp)
     for (size_t i = 0; i < s->n; i++) {
         free(s->v[i].id);
         free(s->v[i].said);
+        feed_free(&s->v[i].feed);
         pthread_mutex_destroy(&s->v[i].cycle_lock);
     }
     free(s->v);
@@ -165,8 +166,10 @@ int engine_apply(struct syncer *s, struct sstore *st, const struct cache_remote 
         cache_changes_free(&ch);
         return rc;
     }
-    if (ch.n)
+    if (ch.n) {
         log_debug("remote changes applied", "memory_store_id", st->id);
+        st->content_missing = true; /* new or changed memories: bytes to fetch */
+    }
     engine_notify(st, &ch);
     cache_changes_free(&ch);
     return 0;
@@ -185,10 +188,24 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
         whylen = sizeof(local_why);
     }
     st->progress = true; /* before syncer_start: no other thread uses st */
+    /* The feed's head first: the syncs that follow read what was written
+     * from then on (feed.c), instead of listing the store again. */
+    struct feed_read head;
+    if (feed_head(s, st, &head) != 0)
+        memset(&head, 0, sizeof(head));
     int rc = engine_list(s, st, &list, &r, &n, why, whylen);
     st->progress = false;
     if (!rc)
         rc = engine_apply(s, st, r, n, why, whylen);
+    if (!rc && head.ok) {
+        feed_commit(st, &head);
+        st->feed.ready = true;
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        st->feed.last_full_s = (int64_t)t.tv_sec;
+        st->known = n;
+    }
+    feed_read_free(&head);
     free(r);
     api_list_free(&list);
     pthread_mutex_unlock(&st->cycle_lock);
@@ -261,6 +278,7 @@ int engine_prefetch(struct syncer *s, int idx)
         }
     }
     free(miss);
+    st->content_missing = failed > 0; /* retried after the next sync */
     if (failed) {
         char nf[32];
         snprintf(nf, sizeof(nf), "%zu", failed);
@@ -299,13 +317,38 @@ static bool wait_interval(struct syncer *s)
     until.tv_sec += s->o.interval_s;
     pthread_mutex_lock(&s->lock);
     while (!s->stop && !s->kick) {
-        if (pthread_cond_timedwait(&s->cond, &s->lock, &until) == ETIMEDOUT)
+        /* A sync asked for by hand moves the next periodic one an
+         * interval after it. */
+        if (s->deferred.tv_sec > until.tv_sec)
+            until = s->deferred;
+        if (pthread_cond_timedwait(&s->cond, &s->lock, &until) == ETIMEDOUT) {
+            if (s->deferred.tv_sec > until.tv_sec)
+                continue;
             break;
+        }
     }
     s->kick = false;
     bool stop = s->stop;
     pthread_mutex_unlock(&s->lock);
     return !stop;
+}
+
+int syncer_sync_now(struct syncer *s, int idx, char *why, size_t whylen,
+                    struct syncer_report *rep)
+{
+    char local_why[512];
+    if (!why) {
+        why = local_why;
+        whylen = sizeof(local_why);
+    }
+    int rc = cycle_run(s, idx, false, why, whylen);
+    pthread_mutex_lock(&s->lock);
+    clock_gettime(CLOCK_MONOTONIC, &s->deferred);
+    s->deferred.tv_sec += s->o.interval_s;
+    pthread_mutex_unlock(&s->lock);
+    if (rep)
+        syncer_last_report(s, idx, rep);
+    return rc;
 }
 
 int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct syncer_report *rep)
@@ -333,8 +376,11 @@ static void *run(void *arg)
     struct syncer *s = arg;
     /* Content first (reads are waiting for it), then a full sync at once:
      * a cache directory may hold changes an earlier session never pushed. */
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
+        pthread_mutex_lock(&s->v[i].cycle_lock);
         engine_prefetch(s, (int)i);
+        pthread_mutex_unlock(&s->v[i].cycle_lock);
+    }
     do {
         for (size_t i = 0; i < s->n; i++) {
             pthread_mutex_lock(&s->lock);

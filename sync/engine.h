@@ -25,6 +25,8 @@ enum syncer_deletions { SYNCER_DEL_ENABLED = 0, SYNCER_DEL_LOG_ONLY, SYNCER_DEL_
 
 struct syncer_opts {
     int interval_s;      /* seconds between syncs of a store */
+    int full_resync_s;   /* a full listing at least this often (0: never but
+                          * when the version feed cannot be used) */
     enum syncer_deletions deletions;
     /* Called (may be NULL) after each page of the listing syncer_refresh
      * reads, on its thread: memories listed so far, and whether it was
@@ -80,6 +82,13 @@ void syncer_stop(struct syncer *s);
 void syncer_last(struct syncer *s, int idx, int64_t *when, char *result, size_t len);
 /* The report of the last full sync (zeroed if none yet). */
 void syncer_last_report(struct syncer *s, int idx, struct syncer_report *rep);
+
+/* A sync of store idx now, as a periodic one would run it (`memstorefs
+ * sync`), on the caller's thread, serialised with the sync thread's; the
+ * next periodic sync comes an interval after it.  rep (may be NULL)
+ * receives its report. */
+int syncer_sync_now(struct syncer *s, int idx, char *why, size_t whylen,
+                    struct syncer_report *rep);
 
 /* One full sync of store idx now (list, pull, push), on the caller's
  * thread, serialised with the sync thread's: the final one, which also

@@ -8,9 +8,41 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api.h"
 #include "cache.h"
 #include "engine.h"
 #include "reconcile.h"
+
+/* A version id read from the feed, and its created_at. */
+struct feed_seen {
+    char id[CACHE_ID_MAX];
+    int64_t at_ns;
+};
+
+/* What a store's sync knows of its version feed (feed.c). */
+struct feed {
+    bool ready;          /* a watermark exists (a full listing read the head) */
+    bool unsupported;    /* the server has no feed: full listings only */
+    int failures;        /* reads failed in a row */
+    int64_t mark_ns;     /* the newest created_at applied (server clock) */
+    struct feed_seen *seen; /* versions read at or after mark - overlap, by id */
+    size_t n_seen;
+    int64_t last_full_s; /* CLOCK_MONOTONIC seconds of the last full listing */
+    struct api_list extra; /* memories the feed named that the cache has not taken */
+};
+
+/* One read of the feed, applied by the sync that asked for it. */
+struct feed_read {
+    bool ok;             /* a read (or head) to commit once applied */
+    bool untrusted;      /* the feed cannot settle this sync: list the store */
+    const char *why;     /* ...and why (static) */
+    struct api_list changes; /* memories now at (path, hash), not yet the baseline */
+    char **gone;         /* memories deleted */
+    size_t n_gone;
+    int64_t mark_ns;     /* the watermark once applied */
+    struct feed_seen *seen;
+    size_t n_seen;
+};
 
 struct sstore {
     char *id;
@@ -23,6 +55,9 @@ struct sstore {
     size_t n_said;
     bool disabled;       /* unmounted: never synced again (under cycle_lock) */
     bool progress;       /* syncer_refresh: report the listing's pages */
+    struct feed feed;    /* the version feed (feed.c) */
+    size_t known;        /* memories in the last listing or view */
+    bool content_missing; /* a prefetch may have something to download */
     /* Guarded by syncer.lock: */
     int64_t last;
     char result[512];
@@ -41,7 +76,30 @@ struct syncer {
     pthread_cond_t cond;
     bool stop;           /* guarded by lock */
     bool kick;           /* guarded by lock: sync now */
+    struct timespec deferred; /* guarded by lock: no periodic sync before this
+                               * (CLOCK_MONOTONIC; a sync asked for by hand) */
 };
+
+/* feed.c: change detection from the version feed. */
+/* Whether this sync may use the feed (a watermark, the endpoint, and no
+ * full listing due: --full-resync). */
+bool feed_usable(const struct syncer *s, const struct sstore *st, int64_t now_s);
+/* Reads the changes since the watermark into fr.  memories (the store's
+ * size) bounds the pages read; fr->untrusted when the feed cannot settle
+ * the sync.  On failure why says why. */
+int feed_read(struct syncer *s, struct sstore *st, size_t memories, struct feed_read *fr,
+              char *why, size_t whylen);
+/* The watermark before a full listing: the newest version (head->ok). */
+int feed_head(struct syncer *s, struct sstore *st, struct feed_read *head);
+/* Applies a successful read (or head) as the new watermark. */
+void feed_commit(struct sstore *st, struct feed_read *fr);
+/* The listing to decide against: the cache's baselines patched with fr
+ * and the memories earlier reads could not place (api_list, owned). */
+int feed_view(struct syncer *s, struct sstore *st, struct feed_read *fr, struct api_list *view);
+/* After the apply: the changes the cache did not take, offered again. */
+void feed_keep_unplaced(struct syncer *s, struct sstore *st, const struct feed_read *fr);
+void feed_read_free(struct feed_read *fr);
+void feed_free(struct feed *fd);
 
 /* engine.c */
 void engine_set_result(struct syncer *s, struct sstore *st, const char *result,
@@ -58,6 +116,10 @@ struct api_list;
  * rather than taken for deleted. */
 int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
                 struct cache_remote **r, size_t *n, char *why, size_t whylen);
+/* The same filtering for a listing built otherwise (from the version
+ * feed and the cache: feed.c).  On failure list is freed. */
+int engine_filter(struct syncer *s, struct sstore *st, struct api_list *list,
+                  struct cache_remote **r, size_t *n, char *why, size_t whylen);
 /* cache_apply_remote + kernel notifications. */
 int engine_apply(struct syncer *s, struct sstore *st, const struct cache_remote *r, size_t n,
                  char *why, size_t whylen);

@@ -77,7 +77,7 @@ struct slot {
     struct jbuf body; /* the current attempt's response */
     bool too_big;
     int should_retry; /* x-should-retry: -1 absent, 0 false, 1 true */
-    char ra_ms[32], ra[64], rid[64];
+    char ra_ms[32], ra[64], rid[64], date[64];
     char errbuf[CURL_ERROR_SIZE];
     int sends; /* times this attempt's request headers went out (libcurl
                 * resends on a fresh connection by itself when a kept-alive
@@ -100,6 +100,17 @@ static CURLcode global_rc = CURLE_FAILED_INIT;
 static void global_init(void)
 {
     global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int64_t http_date_ns(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *end = s && *s ? strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm) : NULL;
+    if (!end || *end)
+        return 0;
+    time_t t = timegm(&tm);
+    return t > 0 ? (int64_t)t * 1000000000LL : 0;
 }
 
 int64_t http_now_ms(void)
@@ -324,7 +335,7 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *user)
     struct slot *s = user;
     size_t n = size * nmemb;
     if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) { /* a new response (after 1xx) */
-        s->ra_ms[0] = s->ra[0] = s->rid[0] = '\0';
+        s->ra_ms[0] = s->ra[0] = s->rid[0] = s->date[0] = '\0';
         s->should_retry = -1;
         return n;
     }
@@ -337,6 +348,8 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *user)
         header_value(s->ra_ms, sizeof(s->ra_ms), v, vn);
     } else if (kn == 11 && strncasecmp(p, "retry-after", kn) == 0) {
         header_value(s->ra, sizeof(s->ra), v, vn);
+    } else if (kn == 4 && strncasecmp(p, "date", kn) == 0) {
+        header_value(s->date, sizeof(s->date), v, vn);
     } else if (kn == 10 && strncasecmp(p, "request-id", kn) == 0) {
         header_value(s->rid, sizeof(s->rid), v, vn);
     } else if (kn == 14 && strncasecmp(p, "x-should-retry", kn) == 0) {
@@ -386,7 +399,7 @@ static int start_attempt(struct run *r, struct slot *s)
     jbuf_release(&s->body);
     s->too_big = false;
     s->should_retry = -1;
-    s->ra_ms[0] = s->ra[0] = s->rid[0] = s->errbuf[0] = '\0';
+    s->ra_ms[0] = s->ra[0] = s->rid[0] = s->date[0] = s->errbuf[0] = '\0';
     s->sends = 0;
 
     CURLcode rc = curl_easy_setopt(e, CURLOPT_URL, url.p);
@@ -440,6 +453,7 @@ static void finish_slot(struct run *r, struct slot *s, long status, int err)
     call->resp = s->body.len ? jbuf_steal(&s->body) : NULL;
     jbuf_release(&s->body);
     snprintf(call->request_id, sizeof(call->request_id), "%s", s->rid);
+    snprintf(call->date, sizeof(call->date), "%s", s->date);
     s->st = S_DONE;
     r->done++;
     if (!err)
@@ -693,4 +707,5 @@ void http_call_clear(struct http_call *call)
     call->attempts = 0;
     call->new_conns = 0;
     call->request_id[0] = '\0';
+    call->date[0] = '\0';
 }

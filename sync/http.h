@@ -38,6 +38,8 @@ struct http_opts {
     long connect_timeout_ms, timeout_ms; /* per attempt; 0 -> 10000, 60000 */
     int max_retries;                     /* <0 -> 4 (so 5 attempts); 0 = none */
     long backoff_base_ms, backoff_max_ms; /* 0 -> 500, 8000 */
+    int max_per_minute;   /* requests started per minute, every run together
+                           * (0: no cap) */
 };
 
 /* Copies everything it needs from o.  Returns NULL with errno set (EINVAL
@@ -64,6 +66,7 @@ struct http_call {
                           * (>= 1 unless cancelled before starting) */
     int new_conns;       /* connections opened for this call (keep-alive check) */
     char request_id[64]; /* request-id response header (or "") */
+    char date[64];       /* Date response header: the server's clock (or "") */
 };
 
 /* Limits of one http_run; a zeroed struct (or NULL) means none. */
@@ -102,5 +105,8 @@ bool http_curl_retryable(int curlcode);
 
 /* Monotonic milliseconds, the clock of http_run_opts.deadline_ms. */
 int64_t http_now_ms(void);
+/* An HTTP date ("Tue, 01 Dec 2026 03:54:52 GMT") in ns since the epoch;
+ * 0 when s is empty or not such a date. */
+int64_t http_date_ns(const char *s);
 
 #endif

@@ -172,7 +172,7 @@ static int add_held(struct syncer *s, struct sstore *st, struct filter *f)
             cache_baseline_of(s->c, st->id, f->held[i], sha, &path, &size) != 0)
             continue;
         if (!kept_has(f, NULL, path))
-            rc = api_list_add(f->list, f->held[i], path, sha, (long)size);
+            rc = api_list_add(f->list, f->held[i], path, sha, (long)size, 0);
         free(path);
     }
     return rc;
@@ -204,9 +204,17 @@ int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
         api_error_clear(&e);
         return rc;
     }
+    return engine_filter(s, st, list, out, n, why, whylen);
+}
+
+int engine_filter(struct syncer *s, struct sstore *st, struct api_list *list,
+                  struct cache_remote **out, size_t *n, char *why, size_t whylen)
+{
+    *out = NULL;
+    *n = 0;
     struct filter f = {.list = list, .n0 = list->n};
     f.keep = calloc(list->n ? list->n : 1, sizeof(*f.keep));
-    rc = f.keep ? filter_items(st, &f) : -ENOMEM;
+    int rc = f.keep ? filter_items(st, &f) : -ENOMEM;
     if (!rc)
         rc = add_held(s, st, &f);
     struct cache_remote *r = rc ? NULL : calloc(list->n ? list->n : 1, sizeof(*r));
@@ -235,4 +243,3 @@ int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
     *n = k;
     return 0;
 }
-

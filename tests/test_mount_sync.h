@@ -75,9 +75,9 @@ void sy_fault(const char *json);
 void sy_clear_faults(void);
 void sy_reset_stats(void);
 long sy_writes(void);
-/* Waits until the daemon lists the store once more (the start of a sync),
- * then one second for that sync to finish: the next one is about an
- * interval away, so changes made right after land between two syncs. */
+/* Runs a sync now (memstorefs sync --all --wait) and waits for it: the
+ * next periodic one is an interval away, so changes made right after land
+ * between two syncs. */
 void sy_after_sync(void);
 
 /* POST /v1/memory_stores/STORE/memories/ID (remote change); the status. */

@@ -183,6 +183,9 @@ Test(mount_sync_hostile, a_known_memory_listed_malformed_is_held)
             cJSON_ReplaceItemInObject(it, "content_sha256", cJSON_CreateString("not-a-hash"));
     }
     serve_listing(page);
+    /* No version feed: every sync lists the store (the fallback). */
+    sy_fault("{\"action\":\"status\",\"status\":404,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
     sy_after_sync();
     sy_after_sync();
     expect_files_intact();

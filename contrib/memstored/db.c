@@ -197,7 +197,21 @@ char *db_col_strdup(sqlite3_stmt *st, int i)
 }
 
 static pthread_mutex_t clock_lock = PTHREAD_MUTEX_INITIALIZER;
-static int64_t last_ms; /* guarded by clock_lock */
+static int64_t last_ms;   /* guarded by clock_lock */
+static int64_t offset_ms; /* guarded by clock_lock: POST /admin/clock */
+static bool frozen;       /* guarded by clock_lock */
+static int64_t frozen_ms; /* guarded by clock_lock */
+
+void db_clock_set(int64_t offset, bool freeze)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    pthread_mutex_lock(&clock_lock);
+    offset_ms = offset;
+    frozen = freeze;
+    frozen_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + offset;
+    pthread_mutex_unlock(&clock_lock);
+}
 
 void db_now(char out[MSD_TS_LEN])
 {
@@ -205,9 +219,15 @@ void db_now(char out[MSD_TS_LEN])
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     pthread_mutex_lock(&clock_lock);
-    if (ms <= last_ms)
-        ms = last_ms + 1;
-    last_ms = ms;
+    if (frozen) {
+        ms = frozen_ms; /* every write shares one millisecond */
+    } else if (offset_ms) {
+        ms += offset_ms; /* stamped earlier (or later) than the real order */
+    } else {
+        if (ms <= last_ms)
+            ms = last_ms + 1;
+        last_ms = ms;
+    }
     pthread_mutex_unlock(&clock_lock);
 
     ts_format(ms, out);

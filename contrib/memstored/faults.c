@@ -291,6 +291,30 @@ static void stats(struct faults *f, struct reply *rp)
     reply_json(rp, 200, o);
 }
 
+/* POST /admin/clock {"offset_ms": N, "freeze": bool}: the clock of new
+ * writes (db_clock_set). */
+static void set_clock(struct req *rq, struct reply *rp)
+{
+    cJSON *body = NULL;
+    long offset = 0;
+    if (body_object(rq, rp, true, &body) ||
+        int_field(rp, body, "offset_ms", -86400000L, 86400000L, &offset))
+        goto out;
+    const cJSON *fz = cJSON_GetObjectItemCaseSensitive(body, "freeze");
+    if (fz && !cJSON_IsBool(fz) && !cJSON_IsNull(fz)) {
+        reply_invalid(rp, "freeze must be true or false");
+        goto out;
+    }
+    bool freeze = cJSON_IsTrue(fz);
+    db_clock_set(offset, freeze);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "offset_ms", (double)offset);
+    cJSON_AddBoolToObject(o, "freeze", freeze);
+    reply_json(rp, 200, o);
+out:
+    cJSON_Delete(body);
+}
+
 void faults_admin(struct msd *srv, struct req *rq, struct reply *rp)
 {
     struct faults *f = srv->faults;
@@ -305,6 +329,8 @@ void faults_admin(struct msd *srv, struct req *rq, struct reply *rp)
         reply_json(rp, 200, cJSON_CreateObject());
     } else if (strcmp(p, "/faults") == 0 && strcmp(m, "POST") == 0) {
         add_fault(f, rq, rp);
+    } else if (strcmp(p, "/clock") == 0 && strcmp(m, "POST") == 0) {
+        set_clock(rq, rp);
     } else if (strcmp(p, "/faults") == 0 && strcmp(m, "DELETE") == 0) {
         pthread_mutex_lock(&f->lock);
         clear_faults(f);

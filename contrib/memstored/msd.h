@@ -195,6 +195,11 @@ void faults_count(struct faults *f, const char *method, const char *route);
 void faults_match(struct faults *f, const char *method, const char *path, struct fault_hit *hit);
 /* Admin endpoints; path is the URL path under /admin. */
 void faults_admin(struct msd *srv, struct req *rq, struct reply *rp);
+/* db.c: the clock of new writes, for tests: offset_ms shifts every new
+ * timestamp (a negative one stamps writes earlier than writes already
+ * made: they "arrive late"); freeze gives every new write the same
+ * millisecond.  (0, false) is the normal clock, strictly increasing. */
+void db_clock_set(int64_t offset_ms, bool freeze);
 
 /* ---- server.c ---- */
 struct server;

@@ -1,0 +1,243 @@
+/* syncctl.c - `memstorefs sync [PATH... | --all] [--wait]`: a sync now.
+ *
+ * Control socket commands (control.c dispatches them here):
+ *   sync <path> | sync-all             kick the sync thread; answer ok at once
+ *   sync-wait <path> | sync-wait-all   run a sync of those stores (pull and
+ *                                      push, as a periodic one) and answer
+ *                                      when it is done: a line per store,
+ *                                      the files left unpushed, then "ok",
+ *                                      "ok unpushed" or "error <reason>"
+ * A waiting client is served by a detached thread of its own (at most
+ * MAX_WAITERS at once), so the daemon's main loop, its signals and its
+ * other clients never wait for a sync.  The threads are counted
+ * (waiters); syncctl_drain waits for them before the daemon frees what
+ * they use.  The syncs themselves are serialised with the sync thread's
+ * by each store's cycle_lock (engine.c). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "cli.h"
+#include "daemon.h"
+#include "engine.h"
+#include "runtime.h"
+
+#define MAX_WAITERS 16
+
+static int waiters; /* atomic */
+
+struct waiter {
+    struct daemon *d;
+    int fd;
+    struct fs_store *v[16];
+    size_t n;
+};
+
+static void put(int fd, const char *s)
+{
+    (void)!send(fd, s, strlen(s), MSG_NOSIGNAL);
+}
+
+static void *serve_wait(void *arg)
+{
+    struct waiter *w = arg;
+    bool failed = false, unpushed = false;
+    char last_why[600] = "";
+    for (size_t i = 0; i < w->n; i++) {
+        struct fs_store *s = w->v[i];
+        char why[512] = "";
+        struct syncer_report rep = {0};
+        int rc = syncer_sync_now(w->d->sync, s->sync_idx, why, sizeof(why), &rep);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+        if (!m)
+            continue;
+        if (rc) {
+            failed = true;
+            fprintf(m, "%s at %s: the sync failed: %s\n", s->id, s->mount_path, why);
+            snprintf(last_why, sizeof(last_why), "memory store %s: %s", s->id, why);
+        } else {
+            fprintf(m, "%s at %s: synced; pushed %u, deleted %u, conflicts %u, refused %u, "
+                       "pending %u\n", s->id, s->mount_path, rep.pushed, rep.deleted,
+                    rep.conflicts, rep.refused, rep.pending);
+            if (rep.pending || rep.refused || rep.unsaved) {
+                unpushed = true;
+                daemon_list_unpushed(w->d->cache, s->id, s->mount_path, m);
+            }
+        }
+        fclose(m);
+        if (text)
+            put(w->fd, text);
+        free(text);
+    }
+    if (failed) {
+        char line[700];
+        snprintf(line, sizeof(line), "error %s\n", last_why);
+        put(w->fd, line);
+    } else {
+        put(w->fd, unpushed ? "ok unpushed\n" : "ok\n");
+    }
+    close(w->fd);
+    free(w);
+    __atomic_sub_fetch(&waiters, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+bool syncctl_serve(struct daemon *d, int fd, const char *line)
+{
+    bool wait = strncmp(line, "sync-wait", 9) == 0;
+    const char *rest = line + (wait ? 9 : 4);
+    bool all = strcmp(rest, "-all") == 0;
+    if (!all && rest[0] != ' ')
+        return false;
+    struct waiter *w = calloc(1, sizeof(*w));
+    if (!w) {
+        put(fd, "error out of memory\n");
+        return false;
+    }
+    w->d = d;
+    w->fd = fd;
+    for (size_t i = 0; i < d->n && w->n < 16; i++) {
+        struct fs_store *s = &d->stores[i];
+        if (!s->gone && (all || strcmp(s->mount_path, rest + 1) == 0))
+            w->v[w->n++] = s;
+    }
+    if (!w->n) {
+        char msg[4300];
+        snprintf(msg, sizeof(msg), "error no memory store of this daemon is mounted at %s\n",
+                 all ? "any path" : rest + 1);
+        put(fd, msg);
+        free(w);
+        return false;
+    }
+    if (!wait) {
+        syncer_kick(d->sync);
+        put(fd, "ok\n");
+        free(w);
+        return false;
+    }
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    bool started = false;
+    if (__atomic_add_fetch(&waiters, 1, __ATOMIC_SEQ_CST) <= MAX_WAITERS)
+        started = pthread_create(&t, &a, serve_wait, w) == 0;
+    pthread_attr_destroy(&a);
+    if (!started) {
+        __atomic_sub_fetch(&waiters, 1, __ATOMIC_SEQ_CST);
+        put(fd, "error too many syncs are being waited for; try again\n");
+        free(w);
+        return false;
+    }
+    return true; /* the thread answers and closes fd */
+}
+
+void syncctl_drain(int timeout_s)
+{
+    for (int i = 0; i < timeout_s * 10 && __atomic_load_n(&waiters, __ATOMIC_SEQ_CST) > 0; i++)
+        usleep(100 * 1000);
+}
+
+/* ---- the client: memstorefs sync ---- */
+
+struct sync_ctx {
+    const char *path; /* NULL: every store */
+    bool wait;
+    int found, failed, unpushed;
+    pid_t asked[64];
+    int n_asked;
+};
+
+static int sync_one(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
+{
+    struct sync_ctx *c = arg;
+    if (c->path && strcmp(c->path, info->mount_path) != 0)
+        return 0;
+    c->found++;
+    if (!alive) {
+        fprintf(stderr, "memstorefs: %s: its daemon (pid %d) is gone; run 'memstorefs unmount "
+                        "%s', then 'memstorefs flush'\n", info->mount_path, (int)info->pid,
+                info->mount_path);
+        c->failed++;
+        return 0;
+    }
+    if (!c->path) {
+        for (int i = 0; i < c->n_asked; i++)
+            if (c->asked[i] == info->pid)
+                return 0;
+        if (c->n_asked < 64)
+            c->asked[c->n_asked++] = info->pid;
+    }
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "%s%s%s", c->wait ? "sync-wait" : "sync",
+             c->path ? " " : "-all", c->path ? info->mount_path : "");
+    int rc = control_ask(info->pid, cmd, stdout, c->wait ? 3700 : 10);
+    if (rc == 1) {
+        c->unpushed++;
+    } else if (rc) {
+        if (rc != -EIO)
+            fprintf(stderr, "memstorefs: cannot reach the daemon (pid %d) of %s: %s\n",
+                    (int)info->pid, info->mount_path, strerror(-rc));
+        c->failed++;
+    }
+    return 0;
+}
+
+int control_sync(int argc, char **argv)
+{
+    bool wait = false, all = false;
+    int n_paths = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--wait") == 0)
+            wait = true;
+        else if (strcmp(argv[i], "--all") == 0)
+            all = true;
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "usage: memstorefs sync [PATH... | --all] [--wait]\n");
+            return 2;
+        } else
+            n_paths++;
+    }
+    if (all && n_paths) {
+        fprintf(stderr, "usage: memstorefs sync [PATH... | --all] [--wait]\n");
+        return 2;
+    }
+    int status = 0, unpushed = 0;
+    if (!n_paths) {
+        struct sync_ctx c = {.wait = wait};
+        if (rt_each_lock(sync_one, &c) != 0 || c.failed)
+            status = 1;
+        if (!c.found) {
+            fprintf(stderr, "memstorefs: nothing is mounted\n");
+            status = 1;
+        }
+        unpushed = c.unpushed;
+    }
+    for (int i = 1; n_paths && i < argc; i++) {
+        if (argv[i][0] == '-')
+            continue;
+        char path[4096];
+        snprintf(path, sizeof(path), "%s", argv[i]);
+        size_t n = strlen(path);
+        while (n > 1 && path[n - 1] == '/')
+            path[--n] = '\0';
+        struct sync_ctx c = {.path = path, .wait = wait};
+        if (rt_each_lock(sync_one, &c) != 0 || c.failed)
+            status = 1;
+        if (!c.found) {
+            fprintf(stderr, "memstorefs: %s is not a memstorefs mount on this host\n", path);
+            status = 1;
+        }
+        unpushed += c.unpushed;
+    }
+    /* 3: the sync ran, but what is listed above is not in the store. */
+    return status ? status : unpushed ? 3 : 0;
+}

@@ -1,0 +1,232 @@
+/* api_versions.c - the memory_versions feed of a store (contract A.4):
+ * GET /v1/memory_stores/{id}/memory_versions?view=basic&limit=100
+ * [&created_at[gte]=T], newest first, every page in turn.
+ *
+ * Owns: the request loop and the parsing of version objects.  Each version
+ * handed out has a non-empty id and memory_id, an operation of created,
+ * modified or deleted, and a created_at time; a live version (not deleted,
+ * not redacted) has a path starting with '/', a 64-hex content_sha256 and
+ * a size in [0, 102400]; a deleted one keeps its path; a redacted one
+ * (redacted_at set) has them null.  An item that breaks this is counted in
+ * versions.n_bad and left out: a feed with a bad item cannot be trusted,
+ * and the caller falls back to a full listing.
+ * Paging stops at max_pages (versions.complete is then false), at a cursor
+ * seen before in this read (a loop), or when next_page is null.
+ * No state; thread-safe as http_run is. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "api_int.h"
+#include "json.h"
+#include "log.h"
+#include "rules.h"
+#include "sha256.h"
+
+void api_versions_free(struct api_versions *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->n; i++) {
+        free(v->items[i].id);
+        free(v->items[i].memory_id);
+        free(v->items[i].path);
+    }
+    free(v->items);
+    memset(v, 0, sizeof(*v));
+}
+
+static const char *str_of(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
+}
+
+/* One version item; 0, or -EPROTO (a bad item), or -ENOMEM. */
+static int parse_version(const cJSON *o, struct api_version *v)
+{
+    memset(v, 0, sizeof(*v));
+    v->size = -1;
+    const char *type = str_of(o, "type"), *id = str_of(o, "id");
+    const char *mid = str_of(o, "memory_id"), *op = str_of(o, "operation");
+    const char *at = str_of(o, "created_at"), *path = str_of(o, "path");
+    const char *sha = str_of(o, "content_sha256");
+    if (!cJSON_IsObject(o) || (type && strcmp(type, "memory_version") != 0) || !id || !*id ||
+        !mid || !*mid || strlen(id) > 127 || strlen(mid) > 127 || !op || !at ||
+        strlen(at) >= sizeof(v->created_at))
+        return -EPROTO;
+    if (strcmp(op, "created") == 0)
+        v->op = API_OP_CREATED;
+    else if (strcmp(op, "modified") == 0)
+        v->op = API_OP_MODIFIED;
+    else if (strcmp(op, "deleted") == 0)
+        v->op = API_OP_DELETED;
+    else
+        return -EPROTO;
+    v->created_ns = apip_time_ns(at);
+    if (!v->created_ns)
+        return -EPROTO;
+    snprintf(v->created_at, sizeof(v->created_at), "%s", at);
+    const cJSON *red = cJSON_GetObjectItemCaseSensitive(o, "redacted_at");
+    v->redacted = cJSON_IsString(red);
+    if (!v->redacted) {
+        /* A live version names where and what; a deletion keeps where. */
+        if (!path || path[0] != '/')
+            return -EPROTO;
+        if (v->op != API_OP_DELETED) {
+            const cJSON *size = cJSON_GetObjectItemCaseSensitive(o, "content_size_bytes");
+            if (!sha || !sha256_is_hex(sha) || !cJSON_IsNumber(size) ||
+                !(size->valuedouble >= 0) || size->valuedouble > MEM_CONTENT_MAX_BYTES ||
+                floor(size->valuedouble) != size->valuedouble)
+                return -EPROTO;
+            memcpy(v->sha, sha, SHA256_HEX_LEN + 1);
+            v->size = (long)size->valuedouble;
+        }
+    }
+    v->id = strdup(id);
+    v->memory_id = strdup(mid);
+    v->path = path && !v->redacted ? strdup(path) : NULL;
+    if (!v->id || !v->memory_id || (path && !v->redacted && !v->path))
+        return -ENOMEM;
+    return 0;
+}
+
+static int push_version(struct api_versions *out, struct api_version *v)
+{
+    if (out->n == out->cap) {
+        size_t cap = out->cap ? out->cap * 2 : 64;
+        struct api_version *p = realloc(out->items, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        out->items = p;
+        out->cap = cap;
+    }
+    out->items[out->n++] = *v;
+    return 0;
+}
+
+static void version_clear(struct api_version *v)
+{
+    free(v->id);
+    free(v->memory_id);
+    free(v->path);
+    memset(v, 0, sizeof(*v));
+}
+
+/* One page into out; *next gets the cursor (malloc'd) or NULL. */
+static int parse_page(const char *body, size_t len, struct api_versions *out, char **next,
+                      const char **what)
+{
+    *next = NULL;
+    *what = "response body is not a JSON object";
+    cJSON *root = body && len ? cJSON_ParseWithLengthOpts(body, len, NULL, false) : NULL;
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return -EPROTO;
+    }
+    int rc = -EPROTO;
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
+    const cJSON *np = cJSON_GetObjectItemCaseSensitive(root, "next_page");
+    *what = "page data missing or not an array, or next_page neither a string nor null";
+    if (!cJSON_IsArray(data) || (np && !cJSON_IsNull(np) && !cJSON_IsString(np)))
+        goto out;
+    const cJSON *it;
+    rc = 0;
+    cJSON_ArrayForEach(it, data) {
+        struct api_version v;
+        int r = parse_version(it, &v);
+        if (r == 0)
+            r = push_version(out, &v);
+        if (r)
+            version_clear(&v);
+        if (r == -EPROTO)
+            out->n_bad++;
+        else if (r) {
+            rc = r;
+            goto out;
+        }
+    }
+    if (cJSON_IsString(np) && np->valuestring && *np->valuestring &&
+        !(*next = strdup(np->valuestring)))
+        rc = -ENOMEM;
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int api_versions_since(struct http_client *c, const char *store_id, const char *gte, int limit,
+                       size_t max_pages, struct api_versions *out, struct api_error *e)
+{
+    memset(out, 0, sizeof(*out));
+    if (e)
+        api_error_clear(e);
+    if (!api_id_ok(store_id) || !max_pages || limit < 1 || limit > 100)
+        return -EINVAL;
+    char **seen = calloc(max_pages, sizeof(*seen));
+    if (!seen)
+        return -ENOMEM;
+    char *cursor = NULL;
+    size_t pages = 0;
+    int rc = 0;
+    for (;;) {
+        struct jbuf p = {0};
+        jbuf_adds(&p, "/v1/memory_stores/");
+        jbuf_add_pct(&p, store_id);
+        char lim[64];
+        snprintf(lim, sizeof(lim), "/memory_versions?view=basic&limit=%d", limit);
+        jbuf_adds(&p, lim);
+        if (gte) {
+            jbuf_adds(&p, "&created_at%5Bgte%5D=");
+            jbuf_add_pct(&p, gte);
+        }
+        if (cursor) {
+            jbuf_adds(&p, "&page=");
+            jbuf_add_pct(&p, cursor);
+        }
+        if (p.oom) {
+            jbuf_release(&p);
+            rc = -ENOMEM;
+            break;
+        }
+        struct http_call call = {.method = "GET", .path = p.p};
+        http_run(c, &call, 1);
+        rc = api_call_result(&call, e);
+        char *next = NULL;
+        if (!rc && !pages && !out->server_ns)
+            out->server_ns = http_date_ns(call.date);
+        if (!rc) {
+            const char *what;
+            rc = parse_page(call.resp, call.resp_len, out, &next, &what);
+            if (rc == -EPROTO)
+                api_malformed(&call, what, e);
+            for (size_t i = 0; !rc && next && i < pages; i++)
+                if (strcmp(seen[i], next) == 0)
+                    rc = api_malformed(&call, "next_page repeats a cursor seen before", e);
+        }
+        http_call_clear(&call);
+        jbuf_release(&p);
+        free(cursor);
+        cursor = next;
+        if (rc || !cursor) {
+            out->complete = !rc;
+            break;
+        }
+        if (pages + 1 >= max_pages)
+            break; /* out->complete stays false: the caller lists the store */
+        if (!(seen[pages++] = strdup(cursor))) {
+            rc = -ENOMEM;
+            break;
+        }
+    }
+    for (size_t i = 0; i < max_pages; i++)
+        free(seen[i]);
+    free(seen);
+    free(cursor);
+    if (rc)
+        api_versions_free(out);
+    return rc;
+}

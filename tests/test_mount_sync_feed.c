@@ -1,0 +1,330 @@
+/* test_mount_sync_feed.c - syncs from the store's version feed (issue
+ * 11): an idle sync is one request; a randomized run of creates, edits,
+ * renames, deletes and redactions made at the server between syncs (and
+ * during them) leaves the cache exactly as a full listing says after each
+ * sync; the daemon's own pushes coming back in the feed cost nothing;
+ * writes that share a millisecond or arrive late are not missed; a
+ * redacted newest version is settled by asking for the memory; and the
+ * periodic full listing finds what the feed could not see and says so.
+ * The mounts sync only when asked (memstorefs sync --wait). */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+#define FEED_ROUTE "GET /v1/memory_stores/{id}/memory_versions"
+#define FETCH_ROUTE "GET /v1/memory_stores/{id}/memories/{id}"
+#define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
+
+static void setup(void)
+{
+    const char *seed[41];
+    static char paths[20][32], contents[20][32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(paths[i], sizeof(paths[i]), "/s/m%02d.md", i);
+        snprintf(contents[i], sizeof(contents[i]), "seed %d\n", i);
+        seed[2 * i] = paths[i];
+        seed[2 * i + 1] = contents[i];
+    }
+    seed[40] = NULL;
+    sy_start(seed);
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_sync_feed, .init = setup, .fini = teardown, .timeout = 240);
+
+static void mount_quiet(const char *extra)
+{
+    char opts[200];
+    snprintf(opts, sizeof(opts), "--sync-interval 3600 %s", extra);
+    sy_mount(false, opts);
+}
+
+/* "path=id:sha|..." of the cache's files, in path order. */
+static char *cache_state(void)
+{
+    return mnt_q(&E, "SELECT group_concat(x, '|') FROM (SELECT path || '=' ||"
+                     " COALESCE(memory_id, '') || ':' || COALESCE(sha, '') AS x FROM nodes"
+                     " WHERE is_dir = 0 AND unlinked = 0 AND parent IS NOT NULL ORDER BY path)");
+}
+
+/* The same from a full listing of the store. */
+static char *server_state(void)
+{
+    char q[300];
+    snprintf(q, sizeof(q), "/v1/memory_stores/%s/memories?view=basic&limit=100", store);
+    long err = 0;
+    cJSON *l = t_list_all(&E.msd, q, NULL, &err);
+    cr_assert_not_null(l, "cannot list: %ld", err);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    const cJSON *it;
+    int k = 0;
+    cJSON_ArrayForEach(it, l)
+        fprintf(f, "%s%s=%s:%s", k++ ? "|" : "", tj_str(it, "path"), tj_str(it, "id"),
+                tj_str(it, "content_sha256"));
+    fclose(f);
+    cJSON_Delete(l);
+    return buf;
+}
+
+static void expect_cache_is_listing(const char *when)
+{
+    char *c = cache_state(), *s = server_state();
+    cr_expect_str_eq(c, s, "%s: the cache differs from a full listing", when);
+    free(c);
+    free(s);
+}
+
+static void clock_set(long offset_ms, bool freeze)
+{
+    char body[100];
+    snprintf(body, sizeof(body), "{\"offset_ms\":%ld,\"freeze\":%s}", offset_ms,
+             freeze ? "true" : "false");
+    struct tresp r;
+    cr_assert_eq(t_admin(&E.msd, "POST", "/admin/clock", body, &r), 0);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    tresp_free(&r);
+}
+
+static long admin_total(void)
+{
+    struct tresp r;
+    cr_assert_eq(t_admin(&E.msd, "GET", "/admin/stats", NULL, &r), 0);
+    long n = (long)tj_num(r.json, "total");
+    tresp_free(&r);
+    return n;
+}
+
+/* ---- a random writer at the server ---- */
+
+static unsigned rs;
+static int made;
+
+static cJSON *live(void)
+{
+    char q[300];
+    snprintf(q, sizeof(q), "/v1/memory_stores/%s/memories?view=basic&limit=100", store);
+    long err = 0;
+    cJSON *l = t_list_all(&E.msd, q, NULL, &err);
+    cr_assert_not_null(l);
+    return l;
+}
+
+static void remote_op(void)
+{
+    cJSON *l = live();
+    int n = cJSON_GetArraySize(l);
+    unsigned k = (unsigned)rand_r(&rs) % 100;
+    const cJSON *m = n ? cJSON_GetArrayItem(l, rand_r(&rs) % n) : NULL;
+    const char *id = m ? tj_str(m, "id") : NULL;
+    char path[400], body[300];
+    struct tresp r;
+    if (k < 25 || !m) {
+        char p[64], c[64];
+        snprintf(p, sizeof(p), "/r/n%03d.md", made);
+        snprintf(c, sizeof(c), "made %d\n", made++);
+        free(t_create_memory(&E.msd, store, p, c));
+    } else if (k < 50) {
+        snprintf(body, sizeof(body), "{\"content\":\"edit %u\\n\"}", (unsigned)rand_r(&rs));
+        sy_remote_update(id, body);
+    } else if (k < 65) {
+        snprintf(body, sizeof(body), "{\"path\":\"/moved/v%03d.md\"}", made++);
+        sy_remote_update(id, body);
+    } else if (k < 80) {
+        sy_remote_delete(id);
+    } else {
+        /* A redaction: an older version of a memory edited twice here, or
+         * the deleted version of a memory deleted here. */
+        snprintf(body, sizeof(body), "{\"content\":\"before redaction %u\\n\"}", made++);
+        sy_remote_update(id, body);
+        sy_remote_update(id, "{\"content\":\"after redaction\\n\"}");
+        bool drop = rand_r(&rs) % 2;
+        if (drop)
+            sy_remote_delete(id);
+        cJSON *v = sy_versions(id);
+        const cJSON *target = cJSON_GetArrayItem(v, drop ? 0 : 1); /* newest first */
+        snprintf(path, sizeof(path), "/v1/memory_stores/%s/memory_versions/%s/redact", store,
+                 tj_str(target, "id"));
+        cr_expect_eq(t_api(&E.msd, "POST", path, "{}", &r), 0);
+        cr_expect_eq(r.status, 200, "redact: %s", r.body);
+        tresp_free(&r);
+        cJSON_Delete(v);
+    }
+    cJSON_Delete(l);
+}
+
+static volatile int writing;
+
+static void *writer(void *arg)
+{
+    while (__atomic_load_n(&writing, __ATOMIC_ACQUIRE)) {
+        remote_op();
+        usleep(20 * 1000);
+    }
+    return NULL;
+}
+
+Test(mount_sync_feed, random_remote_changes_leave_the_cache_as_a_listing_says)
+{
+    mount_quiet("--full-resync 0");
+    sy_after_sync();
+    expect_cache_is_listing("after the mount");
+    int listed = 0;
+    rs = 1111;
+    for (int round = 0; round < 24; round++) {
+        char when[64];
+        snprintf(when, sizeof(when), "round %d", round);
+        if (round % 4 == 3) {
+            /* Writes during the sync; the sync after them settles them. */
+            writing = 1;
+            pthread_t t;
+            cr_assert_eq(pthread_create(&t, NULL, writer, NULL), 0);
+            sy_after_sync();
+            __atomic_store_n(&writing, 0, __ATOMIC_RELEASE);
+            pthread_join(t, NULL);
+        } else {
+            for (int k = 0, n = 1 + rand_r(&rs) % 4; k < n; k++)
+                remote_op();
+        }
+        /* Only the daemon talks to the server during this sync. */
+        long lists = t_route_count(&E.msd, LIST_ROUTE);
+        sy_after_sync();
+        listed += t_route_count(&E.msd, LIST_ROUTE) != lists;
+        expect_cache_is_listing(when);
+    }
+    cr_expect_eq(listed, 0, "%d syncs listed the store instead of reading the feed", listed);
+    /* The mount shows it too. */
+    char *out = NULL;
+    sy_run(&out, "find . -type f ! -name .anthropic-memory-store | wc -l");
+    char *n = mnt_q(&E, "SELECT count(*) FROM nodes WHERE is_dir = 0 AND unlinked = 0"
+                        " AND parent IS NOT NULL");
+    cr_expect_eq(atoi(out), atoi(n), "the mount shows %s files, the cache holds %s", out, n);
+    free(out);
+    free(n);
+    char *bad = sy_check_hashes();
+    cr_expect_null(bad, "%s", bad);
+    free(bad);
+}
+
+Test(mount_sync_feed, an_idle_sync_is_one_request_and_own_pushes_cost_nothing)
+{
+    /* 250 memories: a listing takes 3 pages, the feed 1 request.  Most
+     * were written two minutes ago (by the server's clock): the feed
+     * reads again only the writes of the last 30 s before a read. */
+    clock_set(-120000, false);
+    for (int i = 0; i < 230; i++) {
+        char p[64];
+        snprintf(p, sizeof(p), "/big/b%03d.md", i);
+        free(t_create_memory(&E.msd, store, p, "b\n"));
+    }
+    clock_set(0, false);
+    mount_quiet("");
+    sy_after_sync();
+    sy_reset_stats();
+    for (int i = 0; i < 3; i++)
+        sy_after_sync();
+    cr_expect_eq(admin_total(), 3, "three idle syncs took %ld requests", admin_total());
+    cr_expect_eq(t_route_count(&E.msd, FEED_ROUTE), 3);
+    /* A local edit is pushed; the version it makes comes back in the
+     * feed, and is recognised: no download, no second write. */
+    cr_assert_eq(sy_run(NULL, "echo mine > s/m03.md"), 0);
+    sy_after_sync();
+    sy_reset_stats();
+    sy_after_sync();
+    sy_after_sync();
+    cr_expect_eq(admin_total(), 2, "syncs after a push took %ld requests", admin_total());
+    cr_expect_eq(t_route_count(&E.msd, FETCH_ROUTE), 0, "our own push was downloaded");
+    char *c = sy_content("/s/m03.md");
+    cr_expect_str_eq(c ? c : "(none)", "mine\n");
+    free(c);
+}
+
+Test(mount_sync_feed, writes_in_one_millisecond_or_stamped_late_are_not_missed)
+{
+    mount_quiet("--full-resync 0");
+    sy_after_sync();
+    char *a = sy_id("/s/m01.md"), *b = sy_id("/s/m02.md");
+    /* Every write in the same millisecond, across two syncs. */
+    clock_set(0, true);
+    cr_assert_eq(sy_remote_update(a, "{\"content\":\"frozen a\\n\"}"), 200);
+    sy_after_sync();
+    cr_assert_eq(sy_remote_update(b, "{\"content\":\"frozen b\\n\"}"), 200);
+    free(t_create_memory(&E.msd, store, "/s/frozen.md", "frozen c\n"));
+    sy_after_sync();
+    expect_cache_is_listing("frozen clock");
+    /* Writes stamped 10 s before writes already read. */
+    clock_set(-10000, false);
+    cr_assert_eq(sy_remote_update(a, "{\"content\":\"late a\\n\"}"), 200);
+    free(t_create_memory(&E.msd, store, "/s/late.md", "late\n"));
+    clock_set(0, false);
+    sy_after_sync();
+    expect_cache_is_listing("late writes");
+    char *out = NULL;
+    sy_run(&out, "cat s/m01.md s/m02.md s/frozen.md s/late.md");
+    cr_expect_str_eq(out, "late a\nfrozen b\nfrozen c\nlate\n");
+    free(out);
+    free(a);
+    free(b);
+}
+
+Test(mount_sync_feed, a_redacted_deletion_is_settled_by_asking_for_the_memory)
+{
+    mount_quiet("--full-resync 0");
+    sy_after_sync();
+    char *id = sy_id("/s/m05.md");
+    cr_assert_eq(sy_remote_delete(id), 200);
+    cJSON *v = sy_versions(id);
+    char path[400];
+    snprintf(path, sizeof(path), "/v1/memory_stores/%s/memory_versions/%s/redact", store,
+             tj_str(cJSON_GetArrayItem(v, 0), "id"));
+    cJSON_Delete(v);
+    struct tresp r;
+    cr_assert_eq(t_api(&E.msd, "POST", path, "{}", &r), 0);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    tresp_free(&r);
+    long fetches = t_route_count(&E.msd, FETCH_ROUTE);
+    sy_after_sync();
+    cr_expect_gt(t_route_count(&E.msd, FETCH_ROUTE), fetches, "the memory was not asked for");
+    cr_expect_neq(sy_run(NULL, "test -e s/m05.md"), 0, "the deleted memory is still there");
+    expect_cache_is_listing("redacted deletion");
+    free(id);
+}
+
+/* A write stamped a minute before the watermark is beyond the feed's
+ * overlap: only the periodic full listing sees it, and says so. */
+Test(mount_sync_feed, the_full_resync_finds_what_the_feed_missed)
+{
+    mount_quiet("--full-resync 30");
+    sy_after_sync();
+    char *id = sy_id("/s/m07.md");
+    clock_set(-120000, false);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"hidden\\n\"}"), 200);
+    clock_set(0, false);
+    sy_after_sync();
+    char *out = NULL;
+    sy_run(&out, "cat s/m07.md");
+    cr_expect_str_eq(out, "seed 7\n", "the feed saw a write stamped before its window: the "
+                                      "test proves nothing");
+    free(out);
+    sleep(31);
+    long lists = t_route_count(&E.msd, LIST_ROUTE);
+    sy_after_sync();
+    cr_expect_gt(t_route_count(&E.msd, LIST_ROUTE), lists, "no full listing after --full-resync");
+    sy_run(&out, "cat s/m07.md");
+    cr_expect_str_eq(out, "hidden\n", "the full listing did not repair the cache");
+    free(out);
+    cr_expect_eq(sy_log_count("the version feed missed changes", NULL), 1, "%s",
+                 sy_log_grep("feed"));
+    expect_cache_is_listing("after the full resync");
+    free(id);
+}

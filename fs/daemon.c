@@ -11,8 +11,13 @@
  *      it in the cache, list it (the tree is in the cache now)
  *   5. per store: a FUSE session mounted at its path, with its loop thread
  *   6. ready: the sync thread starts, stdio is detached (background mode)
- *   7. main loop: signals (signalfd), the control socket, loop threads
- *      ending (a store unmounted from outside); until no store is left.
+ *   7. main loop: signals (signalfd), the control socket and its clients
+ *      (ctlserve.c: never waits for a client), loop threads ending (a
+ *      store unmounted from outside); until no store is left.
+ * Who may use a mount: its owner only, unless --uid/--gid name another
+ * user or group than root's own for a root mount, or -o allow_other is
+ * given (start_session); the kernel then applies the modes
+ * (default_permissions), 0644/0755 less --umask.
  * All signals the daemon handles are blocked in every thread (set before
  * any thread exists) and read from the signalfd by the main thread only.
  * fs_store fields after `se` are owned by the main thread. */
@@ -44,6 +49,7 @@
 #include "log.h"
 #include "mountdir.h"
 #include "openfile.h"
+#include "private.h"
 #include "rules.h"
 #include "runtime.h"
 #include "session.h"
@@ -84,16 +90,24 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+/* Whether a root mount is opened to other accounts without -o allow_other:
+ * when its files are given to another user or group. */
+static bool shared_by_owner(const struct mount_opts *o)
+{
+    return geteuid() == 0 && (o->uid != 0 || o->gid != 0);
+}
+
 static int start_session(struct fs_store *s, const struct mount_opts *o)
 {
     char opts[2048];
     snprintf(opts, sizeof(opts), "fsname=memstorefs:%s,subtype=memstorefs,default_permissions%s%s%s%s",
-             s->id, geteuid() == 0 ? ",allow_other" : "", s->read_only ? ",ro" : "",
+             s->id, shared_by_owner(o) ? ",allow_other" : "", s->read_only ? ",ro" : "",
              o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
     char prog[] = "memstorefs", dash_o[] = "-o";
     char *argv[] = {prog, dash_o, opts, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(3, argv);
     s->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), s);
+    fuse_opt_free_args(&args);
     if (!s->se) {
         fprintf(stderr, "memstorefs: cannot create the FUSE session for %s (memory_store_id=%s); "
                         "check the -o options\n", s->mount_path, s->id);
@@ -284,12 +298,14 @@ static void free_all(void)
     for (size_t i = 0; i < D.n; i++) {
         struct fs_store *s = &D.stores[i];
         free(s->marker);
+        free(s->own_name);
     }
     free(D.stores);
     D.stores = NULL;
+    control_finish(&D);
     if (D.ctl_fd >= 0) {
         close(D.ctl_fd);
-        unlink(D.ctl_path);
+        priv_unlink(D.ctl_path, S_IFSOCK);
     }
 }
 
@@ -329,7 +345,7 @@ static int setup_stores(struct mount_opts *o)
         }
         if (rc) {
             fprintf(stderr, "memstorefs: cannot take the lock of memory store %s: %s\n", s->id,
-                    strerror(-rc));
+                    rt_error()[0] ? rt_error() : strerror(-rc));
             return rc;
         }
         if ((rc = mountdir_make(s, &info)))
@@ -374,7 +390,7 @@ static int setup_stores(struct mount_opts *o)
             log_warn("the memory store is archived; the server will refuse writes to it",
                      "memory_store_id", s->id);
         if (!s->name && as.name)
-            s->name = strdup(as.name);
+            s->name = s->own_name = strdup(as.name);
         api_store_clear(&as);
         if ((rc = cache_store_attach(D.cache, s->id, s->read_only, &s->root))) {
             fprintf(stderr, "memstorefs: cannot record memory store %s in the cache: %s\n", s->id,
@@ -412,13 +428,17 @@ static int open_control(void)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    unlink(D.ctl_path);
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 8) != 0) {
-        rc = -errno;
+    /* A socket left by a dead daemon of ours with our pid goes; anything
+     * else at the path makes bind fail.  The socket is created 0600 (the
+     * umask is set around bind: no other thread creates files now). */
+    priv_unlink(D.ctl_path, S_IFSOCK);
+    mode_t old = umask(0177);
+    rc = bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 8) != 0 ? -errno : 0;
+    umask(old);
+    if (rc) {
         close(fd);
         return rc;
     }
-    chmod(D.ctl_path, 0600);
     D.ctl_fd = fd;
     return 0;
 }
@@ -434,8 +454,10 @@ static size_t live_stores(void)
 static void main_loop(int sig_fd)
 {
     while (live_stores() > 0) {
-        struct pollfd p[3] = {{sig_fd, POLLIN, 0}, {D.wake_fd, POLLIN, 0}, {D.ctl_fd, POLLIN, 0}};
-        if (poll(p, D.ctl_fd >= 0 ? 3 : 2, -1) < 0) {
+        struct pollfd p[2 + 1 + CTL_CLIENTS] = {{sig_fd, POLLIN, 0}, {D.wake_fd, POLLIN, 0}};
+        int timeout = -1;
+        int nc = control_pollfds(&D, p + 2, &timeout);
+        if (poll(p, (nfds_t)(2 + nc), timeout) < 0) {
             if (errno == EINTR)
                 continue;
             log_error("poll failed", "error", strerror(errno));
@@ -468,8 +490,7 @@ static void main_loop(int sig_fd)
                 }
             }
         }
-        if (D.ctl_fd >= 0 && (p[2].revents & POLLIN))
-            control_serve(&D, D.ctl_fd);
+        control_handle(&D, p + 2, nc);
     }
 }
 
@@ -480,12 +501,20 @@ static void detach_stdio(const struct mount_opts *o)
     char *file = o->log_file ? strdup(o->log_file) : NULL;
     if (!file && asprintf(&file, "%s/memstorefs.log", o->cache_dir) < 0)
         file = NULL;
-    FILE *lf = file ? fopen(file, "ae") : NULL;
-    if (lf)
+    /* Created 0600 whatever the umask; never through a symbolic link. */
+    char why[1024] = "out of memory";
+    int fd = file ? priv_open(file, O_WRONLY | O_APPEND | O_CREAT, why, sizeof(why)) : -ENOMEM;
+    FILE *lf = fd >= 0 ? fdopen(fd, "a") : NULL;
+    if (lf) {
         log_set_stream(lf);
-    else
+    } else {
+        if (fd >= 0) {
+            snprintf(why, sizeof(why), "%s", strerror(errno));
+            close(fd);
+        }
         fprintf(stderr, "memstorefs: cannot open the log file %s (%s); the daemon's log is "
-                        "lost\n", file ? file : "?", strerror(errno));
+                        "lost\n", file ? file : "?", why);
+    }
     free(file);
     /* Keep no directory of the caller busy. */
     if (chdir("/") != 0)
@@ -506,6 +535,7 @@ int daemon_mount(struct mount_opts *o)
     memset(&D, 0, sizeof(D));
     D.ctl_fd = -1;
     D.wake_fd = -1;
+    control_init(&D);
     D.flush_timeout = o->flush_timeout;
     D.cache_dir = o->cache_dir;
     if (o->log_level) {
@@ -580,6 +610,7 @@ int daemon_mount(struct mount_opts *o)
         s->read_only = o->stores[i].read_only;
         s->uid = o->uid;
         s->gid = o->gid;
+        s->umask = o->umask;
         s->lock_fd = -1;
         s->sync_idx = -1;
         pthread_mutex_init(&s->se_lock, NULL);

@@ -21,6 +21,12 @@
 #include <criterion/criterion.h>
 #include <sqlite3.h>
 
+const char *mnt_bin(void)
+{
+    const char *env = getenv("MEMSTOREFS_BIN");
+    return env && *env ? env : MEMSTOREFS_BIN;
+}
+
 int mnt_setup(struct mnt_env *e, const char *const *msd_args)
 {
     memset(e, 0, sizeof(*e));
@@ -48,7 +54,7 @@ static int vsh(const struct mnt_env *e, char **out, const char *fmt, va_list ap)
                      "export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='%s' "
                      "MEMSTOREFS_RUNTIME_DIR='%s' MFS='%s' MNT='%s' CACHE='%s'; "
                      "unset ANTHROPIC_AUTH_TOKEN ANTHROPIC_WORK_SECRET; (%s) 2>&1",
-                     e->msd.url, e->run, MEMSTOREFS_BIN, e->mnt, e->cache, cmd);
+                     e->msd.url, e->run, mnt_bin(), e->mnt, e->cache, cmd);
     free(cmd);
     if (n < 0)
         return -1;

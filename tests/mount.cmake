@@ -19,6 +19,6 @@ endforeach()
 # Security (issue 10): attacks from a second local user the tests create
 # (support/users.c), run through real mounts.
 target_sources(mfs_testsupport PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/users.c)
-foreach(area runtime)
+foreach(area runtime files)
   mfs_add_test(test_security_${area} test_security_${area}.c TIMEOUT 300 LABELS mount security)
 endforeach()

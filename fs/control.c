@@ -86,7 +86,11 @@ static int ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
     char *verdict = last ? last + 1 : buf;
     if (last && out)
         fwrite(buf, 1, (size_t)(last - buf) + 1, out);
-    if (!rc && strcmp(verdict, "ok") != 0) {
+    if (!rc && !*verdict) {
+        fprintf(stderr, "memstorefs: the daemon (pid %d) closed the connection without an "
+                        "answer\n", (int)pid);
+        rc = -EIO;
+    } else if (!rc && strcmp(verdict, "ok") != 0) {
         fprintf(stderr, "memstorefs: %s\n", strncmp(verdict, "error ", 6) == 0 ? verdict + 6
                                                                               : verdict);
         rc = -EIO;

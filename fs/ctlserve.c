@@ -17,7 +17,8 @@
  *   WRITING  --(answer sent)--> closed
  *   WRITING  --(CTL_WRITE_MS without taking it)--> closed
  * Client sockets are non-blocking.  At most CTL_CLIENTS at once: one more
- * is accepted and closed at once.  A command runs on the main thread (an
+ * takes the place of the client that has been silent longest (or, when
+ * every slot is answering, is closed at once).  A command runs on the main thread (an
  * unmount's final sync is bounded by --flush-timeout). */
 #include <errno.h>
 #include <fcntl.h>
@@ -140,19 +141,31 @@ static void accept_one(struct daemon *d)
     int fd = accept4(d->ctl_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0)
         return;
-    for (int i = 0; i < CTL_CLIENTS; i++) {
+    /* A free slot, else the slot of the client that has waited longest
+     * without sending its line: silent clients cannot keep others out. */
+    struct ctl_client *slot = NULL, *oldest = NULL;
+    for (int i = 0; i < CTL_CLIENTS && !slot; i++) {
         struct ctl_client *c = &d->ctl[i];
-        if (c->fd < 0) {
-            c->fd = fd;
-            c->n = 0;
-            c->deadline_ms = now_ms() + CTL_READ_MS;
-            return;
-        }
+        if (c->fd < 0)
+            slot = c;
+        else if (!c->out && (!oldest || c->deadline_ms < oldest->deadline_ms))
+            oldest = c;
     }
-    char max[16];
-    snprintf(max, sizeof(max), "%d", CTL_CLIENTS);
-    log_warn("too many control connections at once; one was closed", "max", max);
-    close(fd);
+    if (!slot && oldest) {
+        char max[16];
+        snprintf(max, sizeof(max), "%d", CTL_CLIENTS);
+        log_warn("too many control connections at once; the one silent longest was closed",
+                 "max", max);
+        drop(oldest);
+        slot = oldest;
+    }
+    if (!slot) {
+        close(fd); /* every slot is busy answering */
+        return;
+    }
+    slot->fd = fd;
+    slot->n = 0;
+    slot->deadline_ms = now_ms() + CTL_READ_MS;
 }
 
 static void read_some(struct daemon *d, struct ctl_client *c)

@@ -154,14 +154,10 @@ static int call_result(const struct http_call *call, struct api_error *e)
     return rc;
 }
 
+/* Fills e (when not NULL) for an answer refused on its content. */
 static int refuse(const struct http_call *call, const char *type, const char *what,
                   struct api_error *e)
 {
-    char path[256];
-    size_t n = strcspn(call->path, "?");
-    snprintf(path, sizeof(path), "%.*s", (int)(n < 255 ? n : 255), call->path);
-    log_warn("malformed response from the server", "method", call->method, "path", path,
-             "reason", what, "request_id", call->request_id);
     if (e) {
         api_error_clear(e);
         e->status = call->status;
@@ -174,6 +170,11 @@ static int refuse(const struct http_call *call, const char *type, const char *wh
 
 static int malformed(const struct http_call *call, const char *what, struct api_error *e)
 {
+    char path[256];
+    size_t n = strcspn(call->path, "?");
+    snprintf(path, sizeof(path), "%.*s", (int)(n < 255 ? n : 255), call->path);
+    log_warn("malformed response from the server", "method", call->method, "path", path,
+             "reason", what, "request_id", call->request_id);
     return refuse(call, "malformed_response", what, e);
 }
 

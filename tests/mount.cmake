@@ -22,3 +22,5 @@ target_sources(mfs_testsupport PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/users
 foreach(area runtime files)
   mfs_add_test(test_security_${area} test_security_${area}.c TIMEOUT 300 LABELS mount security)
 endforeach()
+mfs_add_test(test_security_bounds test_security_bounds.c test_mount_sync_util.c TIMEOUT 300
+             LABELS mount security LIBS PkgConfig::SQLITE3)

@@ -11,6 +11,7 @@ PACKAGES=(
   libcurl4-openssl-dev libcjson-dev libsqlite3-dev libssl-dev libutf8proc-dev
   libmicrohttpd-dev libcriterion-dev
   curl python3 attr
+  clang libclang-rt-14-dev
 )
 
 missing=()

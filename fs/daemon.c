@@ -66,7 +66,10 @@ static void fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap
     if (!log_enabled(lvl))
         return;
     char msg[1024];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral" /* libfuse's own format */
     vsnprintf(msg, sizeof(msg), fmt, ap);
+#pragma GCC diagnostic pop
     size_t n = strlen(msg);
     if (n && msg[n - 1] == '\n')
         msg[n - 1] = '\0';

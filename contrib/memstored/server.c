@@ -173,7 +173,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char buf[512];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral" /* libmicrohttpd's own format */
     vsnprintf(buf, sizeof(buf), fmt, ap);
+#pragma GCC diagnostic pop
     size_t n = strlen(buf);
     while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         buf[--n] = '\0';

@@ -45,6 +45,8 @@ int mnt_setup(struct mnt_env *e, const char *const *msd_args)
 }
 
 static int vsh(const struct mnt_env *e, char **out, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static int vsh(const struct mnt_env *e, char **out, const char *fmt, va_list ap)
 {
     char *cmd = NULL;
     if (vasprintf(&cmd, fmt, ap) < 0)

@@ -260,10 +260,9 @@ int api_memories_list_prefix(struct http_client *c, const char *store_id,
         if (!rc && next && strlen(next) > LIST_CURSOR_MAX)
             rc = malformed(&call, "next_page is longer than 4096 bytes", e);
         if (!rc && next) {
-            /* A cursor used before means the pages go round for ever. */
-            int dup = seen_add(&seen, cursor ? cursor : "");
-            if (dup >= 0)
-                dup = seen_add(&seen, next);
+            /* Every cursor is remembered as it is handed out: one handed
+             * out again means the pages go round for ever. */
+            int dup = seen_add(&seen, next);
             if (dup < 0)
                 rc = dup;
             else if (dup)

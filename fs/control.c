@@ -43,6 +43,12 @@ static int ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
     if (rc || strlen(path) >= sizeof(a.sun_path))
         return rc ? rc : -ENAMETOOLONG;
     memcpy(a.sun_path, path, strlen(path) + 1);
+    /* connect() follows links: only a socket of ours is spoken to. */
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return -errno;
+    if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
+        return -EPERM;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;

@@ -90,11 +90,9 @@ static void open_server(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static bool quiet;
-    if (!quiet) {
-        log_set_stream(fopen("/dev/null", "w"));
-        quiet = true;
-    }
+    static FILE *devnull;
+    if (!devnull && (devnull = fopen("/dev/null", "w")))
+        log_set_stream(devnull);
     open_server();
     runs++;
     /* The head (request line and headers) is NUL-terminated text; the body

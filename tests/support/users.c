@@ -21,9 +21,10 @@
 char TU_DIR[256];
 char TU_BIN[300];
 
-static struct tuser *made[8];
+static struct tuser made[8]; /* copies: the caller's struct may be gone by teardown */
 static int n_made;
 static mode_t fuse_mode;
+#define FUSE_MODE_FILE "/run/mfs-tests-dev-fuse.mode"
 static bool fuse_granted;
 
 static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -52,7 +53,20 @@ void tu_setup(void)
     struct stat st;
     cr_assert(stat("/dev/fuse", &st) == 0 && S_ISCHR(st.st_mode),
               "/dev/fuse is missing: the mount tests must mount for real");
+    /* The mode to restore is kept in a file until it is restored, so that
+     * a run that crashed before its teardown does not make 0666 the mode
+     * the next run puts back. */
     fuse_mode = st.st_mode & 07777;
+    FILE *f = fopen(FUSE_MODE_FILE, "r");
+    unsigned saved;
+    if (f && fscanf(f, "%o", &saved) == 1)
+        fuse_mode = saved & 07777;
+    if (f)
+        fclose(f);
+    else if ((f = fopen(FUSE_MODE_FILE, "w"))) {
+        fprintf(f, "%o\n", (unsigned)fuse_mode);
+        fclose(f);
+    }
     cr_assert_eq(chmod("/dev/fuse", 0666), 0, "cannot open /dev/fuse to other users");
     fuse_granted = true;
 }
@@ -115,21 +129,22 @@ static void detach_all(void)
 
 void tu_teardown(void)
 {
+    if (fuse_granted) {
+        chmod("/dev/fuse", fuse_mode);
+        unlink(FUSE_MODE_FILE);
+        fuse_granted = false;
+    }
     for (int i = 0; i < n_made; i++)
-        each_pid(made[i], true);
+        each_pid(&made[i], true);
     if (TU_DIR[0])
         detach_all();
     for (int i = 0; i < n_made; i++) {
         char dir[64];
-        tu_runtime_dir(made[i], dir, sizeof(dir));
+        tu_runtime_dir(&made[i], dir, sizeof(dir));
         run("rm -rf '%s'", dir);
-        run("userdel '%s' >/dev/null 2>&1", made[i]->name);
+        run("userdel '%s' >/dev/null 2>&1", made[i].name);
     }
     n_made = 0;
-    if (fuse_granted) {
-        chmod("/dev/fuse", fuse_mode);
-        fuse_granted = false;
-    }
     if (TU_DIR[0])
         run("rm -rf '%s'", TU_DIR);
     TU_DIR[0] = '\0';
@@ -148,7 +163,7 @@ void tu_create(struct tuser *u, const char *name)
     u->uid = pw->pw_uid;
     u->gid = pw->pw_gid;
     cr_assert(n_made < 8);
-    made[n_made++] = u;
+    made[n_made++] = *u;
     cr_assert_eq(mkdir(u->home, 0700), 0);
     cr_assert_eq(chown(u->home, u->uid, u->gid), 0);
     char dir[64];

@@ -174,6 +174,11 @@ void daemon_teardown_store(struct fs_store *s)
                 usleep(50 * 1000);
             if (!__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE) && have_dev)
                 abort_connection(s, st.st_dev);
+        } else if (was_mounted) {
+            /* Unmounted from outside: libfuse sees the device report an
+             * error and unmounts nothing more, but frees what the mount
+             * holds (its mount point). */
+            fuse_session_unmount(s->se);
         }
         if (s->loop_running)
             pthread_join(s->loop, NULL);

@@ -177,7 +177,9 @@ char *mnt_q(const struct mnt_env *e, const char *fmt, ...)
     cr_assert(vasprintf(&sql, fmt, ap) > 0);
     va_end(ap);
     sqlite3 *h = NULL;
-    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "%s", db);
+    int orc = sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL);
+    cr_assert_eq(orc, SQLITE_OK, "%s: %s (%s)", db, sqlite3_errstr(orc),
+                 h ? sqlite3_errmsg(h) : "no handle");
     sqlite3_busy_timeout(h, 5000);
     sqlite3_stmt *st = NULL;
     cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,

@@ -11,13 +11,16 @@
 #include "db_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "private.h"
 
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
@@ -209,28 +212,38 @@ int64_t db_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* mkdir -p with mode 0700 for the parts it creates. */
-static int make_dirs(const char *dir)
+/* The cache directory and its files are private (private.h): the
+ * directory 0700 and ours (group/other bits on it are taken away, with a
+ * warning; another owner is refused), cache.db created 0600 before SQLite
+ * opens it, so that the -wal and -shm files SQLite makes take its mode,
+ * and existing files of an older run made private too. */
+static int make_private(const char *dir, const char *file)
 {
-    char *p = strdup(dir);
-    if (!p)
-        return -ENOMEM;
-    int rc = 0;
-    for (char *s = p + 1;; s++) {
-        if (*s == '/' || *s == '\0') {
-            char save = *s;
-            *s = '\0';
-            if (mkdir(p, 0700) != 0 && errno != EEXIST) {
-                rc = -errno;
-                break;
-            }
-            *s = save;
-            if (!save)
-                break;
+    char why[1024];
+    int rc = priv_dir_p(dir, PRIV_FIX, why, sizeof(why));
+    if (rc == 2)
+        log_warn("the cache directory was open to other accounts; made it private", "dir", dir,
+                 "detail", why);
+    if (rc < 0) {
+        log_error("cannot use the cache directory", "dir", dir, "error", why);
+        return rc;
+    }
+    int fd = priv_open(file, O_RDWR | O_CREAT, why, sizeof(why));
+    if (fd < 0) {
+        log_error("cannot use the cache database", "file", file, "error", why);
+        return fd;
+    }
+    close(fd);
+    static const char *const sides[] = {"-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof(sides) / sizeof(sides[0]); i++) {
+        char side[4200];
+        snprintf(side, sizeof(side), "%s%s", file, sides[i]);
+        if ((rc = priv_fix_file(side, why, sizeof(why))) < 0) {
+            log_error("cannot use the cache database", "file", side, "error", why);
+            return rc;
         }
     }
-    free(p);
-    return rc;
+    return 0;
 }
 
 /* ALTER TABLE table ADD COLUMN column decl, unless it is there already. */
@@ -260,11 +273,7 @@ static int add_column(struct cache *c, const char *table, const char *column, co
 int cache_open(const char *dir, struct cache **out)
 {
     *out = NULL;
-    int rc = make_dirs(dir);
-    if (rc) {
-        log_error("cannot create the cache directory", "dir", dir, "error", strerror(-rc));
-        return rc;
-    }
+    int rc = 0;
     struct cache *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
@@ -276,6 +285,8 @@ int cache_open(const char *dir, struct cache **out)
         rc = -ENOMEM;
         goto fail;
     }
+    if ((rc = make_private(dir, file)))
+        goto fail;
     int src = sqlite3_open_v2(file, &c->db,
                               SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                               NULL);

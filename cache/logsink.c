@@ -17,6 +17,7 @@
  * a missing socket is an error the mount can report instead of silence.
  * Facility: daemon. */
 #include "log.h"
+#include "private.h"
 #include "log_int.h"
 
 #include <errno.h>
@@ -48,10 +49,12 @@ static void why_set(char *why, size_t len, const char *what, const char *path, i
         snprintf(why, len, "%s %s: %s", what, path, strerror(err));
 }
 
+/* The log file: created 0600 whatever the umask, never through a link
+ * another account could plant, and only a file of ours (private.c). */
 static int open_file(const char *path, int *fd)
 {
-    *fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
-    return *fd < 0 ? -errno : 0;
+    *fd = priv_open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOCTTY, NULL, 0);
+    return *fd < 0 ? *fd : 0;
 }
 
 static int open_syslog(const char *path, int *fd)

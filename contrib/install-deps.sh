@@ -15,6 +15,7 @@ PACKAGES=(
   libmicrohttpd-dev libcriterion-dev
   curl python3 attr
   scdoc man-db bsdextrautils dpkg-dev file systemd
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -207,7 +207,7 @@ static int parse_uid(const char *s, uid_t *out)
 int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
 {
     enum { O_SESSION = 256, O_STORE, O_INTERVAL, O_FLUSH, O_DELETIONS, O_CACHE, O_UID, O_GID,
-           O_LEVEL, O_LOGFILE, O_CRED, O_RESYNC, O_RPM };
+           O_LEVEL, O_LOGFILE, O_CRED, O_RESYNC, O_RPM, O_UMASK };
     static const struct option longopts[] = {
         {"session", required_argument, NULL, O_SESSION},
         {"store", required_argument, NULL, O_STORE},
@@ -219,6 +219,7 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
         {"cache-dir", required_argument, NULL, O_CACHE},
         {"uid", required_argument, NULL, O_UID},
         {"gid", required_argument, NULL, O_GID},
+        {"umask", required_argument, NULL, O_UMASK},
         {"foreground", no_argument, NULL, 'f'},
         {"log-level", required_argument, NULL, O_LEVEL},
         {"log-file", required_argument, NULL, O_LOGFILE},
@@ -294,6 +295,17 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
             else
                 o->gid = (gid_t)v;
             break;
+        case O_UMASK: {
+            char *end;
+            errno = 0;
+            unsigned long m = strtoul(optarg, &end, 8);
+            if (errno || end == optarg || *end || optarg[0] == '-' || m > 0777)
+                rc = usage_error("--umask must be an octal mode from 000 to 777, got '%s'",
+                                 optarg);
+            else
+                o->umask = (mode_t)m;
+            break;
+        }
         case 'f':
             o->foreground = true;
             break;

@@ -22,6 +22,7 @@ struct mount_opts {
     char *log_level;
     uid_t uid;
     gid_t gid;
+    mode_t umask;                 /* --umask: bits taken from every mode (0) */
     bool foreground;
     char *fuse_opts;              /* extra -o options, comma-joined, or NULL */
     char *credentials;            /* --credentials FILE, or NULL: the environment */

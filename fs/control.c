@@ -1,18 +1,15 @@
-/* control.c - the daemon's control socket and the commands that use it.
+/* control.c - the commands that talk to running daemons through their
+ * control sockets (the protocol and the daemon's side: ctlserve.c):
+ * `memstorefs unmount` and `memstorefs status`.
  *
- * Protocol: the client sends one line; the daemon answers with lines and a
- * final "ok" or "error <reason>" (an unmount that left changes unpushed
- * ends with "ok unpushed"):
- *   unmount <path>   tear down the store mounted at path
- *   unmount-all      tear down every store (the daemon then exits)
- *   status           a human description of each store, then ok
- *   status-json      one JSON object per store (a line each), then ok
- *   sync..., sync-wait...  a sync now (syncctl.c)
- * The daemon serves one connection at a time from its main thread.
- *
- * `memstorefs unmount` finds the daemon of a path through the store lock
- * files (runtime.c).  A lock file whose daemon is dead marks a dead mount:
- * unmount detaches it and removes the directories that mount created. */
+ * Both find the daemons through the store lock files (runtime.c).  A lock
+ * file whose daemon is dead marks a dead mount: unmount detaches it, but
+ * only when what is mounted at its path is still that store's
+ * fuse.memstorefs mount (something mounted there since is left alone),
+ * and removes the directories that mount created and the files of the
+ * dead daemon that are ours.  A live daemon that does not answer is
+ * reported, never taken for "nothing mounted".  The `sync` command is
+ * syncctl.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -22,6 +19,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,75 +30,9 @@
 #include "daemon.h"
 #include "engine.h"
 #include "log.h"
+#include "mountdir.h"
+#include "private.h"
 #include "runtime.h"
-
-static void say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(int fd, const char *fmt, ...)
-{
-    char buf[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        (void)!send(fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1, MSG_NOSIGNAL);
-}
-
-void control_serve(struct daemon *d, int listen_fd)
-{
-    int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0)
-        return;
-    char line[4200];
-    size_t n = 0;
-    struct pollfd p = {fd, POLLIN, 0};
-    while (n < sizeof(line) - 1 && poll(&p, 1, 2000) == 1) {
-        ssize_t r = recv(fd, line + n, sizeof(line) - 1 - n, 0);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        if (memchr(line, '\n', n))
-            break;
-    }
-    line[n] = '\0';
-    char *nl = strchr(line, '\n');
-    if (nl)
-        *nl = '\0';
-    if (strcmp(line, "status") == 0 || strcmp(line, "status-json") == 0) {
-        status_serve(d, fd, strcmp(line, "status-json") == 0);
-    } else if (strcmp(line, "unmount-all") == 0 || strncmp(line, "unmount ", 8) == 0) {
-        bool all = line[7] != ' ';
-        struct fs_store *v[16];
-        size_t nv = 0;
-        for (size_t i = 0; i < d->n && nv < 16; i++) {
-            struct fs_store *s = &d->stores[i];
-            if (!s->gone && (all || strcmp(s->mount_path, line + 8) == 0))
-                v[nv++] = s;
-        }
-        if (!nv && !all) {
-            say(fd, "error no memory store of this daemon is mounted at %s\n", line + 8);
-        } else {
-            char *text = NULL;
-            size_t len = 0;
-            FILE *report = open_memstream(&text, &len);
-            size_t left = daemon_unmount(v, nv, report);
-            if (report)
-                fclose(report);
-            for (size_t i = 0; i < nv; i++)
-                say(fd, "unmounted %s\n", v[i]->mount_path);
-            if (text && len)
-                say(fd, "%s", text);
-            free(text);
-            say(fd, left ? "ok unpushed\n" : "ok\n");
-        }
-    } else if (strncmp(line, "sync", 4) == 0) {
-        if (syncctl_serve(d, fd, line))
-            return; /* answered by its own thread */
-    } else {
-        say(fd, "error unknown command\n");
-    }
-    close(fd);
-}
 
 /* Sends cmd to daemon pid and copies its answer lines (but the final one)
  * to out.  Returns 0 on "ok", 1 on "ok unpushed", -EIO with the reason
@@ -113,6 +45,12 @@ int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
     if (rc || strlen(path) >= sizeof(a.sun_path))
         return rc ? rc : -ENAMETOOLONG;
     memcpy(a.sun_path, path, strlen(path) + 1);
+    /* connect() follows links: only a socket of ours is spoken to. */
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return -errno;
+    if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
+        return -EPERM;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -156,7 +94,11 @@ int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
     char *verdict = last ? last + 1 : buf;
     if (last && out)
         fwrite(buf, 1, (size_t)(last - buf) + 1, out);
-    if (!rc && strcmp(verdict, "ok unpushed") == 0) {
+    if (!rc && !*verdict) {
+        fprintf(stderr, "memstorefs: the daemon (pid %d) closed the connection without an "
+                        "answer\n", (int)pid);
+        rc = -EIO;
+    } else if (!rc && strcmp(verdict, "ok unpushed") == 0) {
         rc = 1;
     } else if (!rc && strcmp(verdict, "ok") != 0) {
         fprintf(stderr, "memstorefs: %s\n", strncmp(verdict, "error ", 6) == 0 ? verdict + 6
@@ -167,11 +109,31 @@ int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
     return rc;
 }
 
-/* Detaches a dead mount (its daemon was killed) and removes what it made. */
+/* Detaches a dead mount (its daemon was killed) and removes what it made;
+ * only a fuse.memstorefs mount of the store the lock names is detached. */
 static int clean_dead(const char *file, const struct rt_lockinfo *info)
 {
     int rc = 0;
-    if (umount2(info->mount_path, MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+    char fstype[64] = "", source[300] = "", want[200];
+    snprintf(want, sizeof(want), "memstorefs:%s", info->store_id);
+    int m = mountdir_mounted(info->mount_path, fstype, sizeof(fstype), source, sizeof(source));
+    if (m < 0) {
+        fprintf(stderr, "memstorefs: cannot read the mount table: %s\n", strerror(-m));
+        return m;
+    }
+    bool ours = m == 1 && strcmp(fstype, "fuse.memstorefs") == 0 && strcmp(source, want) == 0;
+    if (m == 1 && !ours) {
+        /* The dead mount is gone (detached by hand) and something else is
+         * mounted there now: not ours to detach, nor its directories to
+         * remove.  The lock only records what is gone. */
+        priv_unlink(file, S_IFREG);
+        fprintf(stderr, "memstorefs: the dead mount of memory store %s at %s is gone already; "
+                        "%s (%s) is mounted there now and was left alone\n", info->store_id,
+                info->mount_path, source, fstype);
+        return 0;
+    }
+    if (ours && umount2(info->mount_path, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 &&
+        errno != EINVAL && errno != ENOENT) {
         /* Not root: fusermount3 can detach a FUSE mount of ours. */
         pid_t pid = fork();
         if (pid == 0) {
@@ -183,12 +145,14 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
         if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
             rc = -EPERM;
     }
-    for (int i = info->n_created; i-- > 0;)
-        rmdir(info->created[i]);
-    unlink(file);
-    char sock[4200];
-    if (info->pid > 0 && rt_sock_path(info->pid, sock, sizeof(sock)) == 0)
-        unlink(sock); /* the dead daemon's control socket */
+    if (!rc) {
+        for (int i = info->n_created; i-- > 0;)
+            rmdir(info->created[i]);
+        priv_unlink(file, S_IFREG);
+        char sock[4200];
+        if (info->pid > 0 && rt_sock_path(info->pid, sock, sizeof(sock)) == 0)
+            priv_unlink(sock, S_IFSOCK); /* the dead daemon's control socket */
+    }
     if (rc)
         fprintf(stderr, "memstorefs: cannot detach the dead mount at %s\n", info->mount_path);
     else
@@ -255,7 +219,12 @@ int control_unmount(int argc, char **argv)
     int status = 0, unpushed = 0;
     if (all) {
         struct unmount_ctx u = {0};
-        if (rt_each_lock(unmount_one, &u) != 0 || u.failed)
+        int rc = rt_each_lock(unmount_one, &u);
+        if (rc) {
+            fprintf(stderr, "memstorefs: %s\n", rt_error()[0] ? rt_error() : strerror(-rc));
+            return 1;
+        }
+        if (u.failed)
             status = 1;
         if (!u.found)
             fprintf(stderr, "memstorefs: nothing is mounted\n");
@@ -268,7 +237,12 @@ int control_unmount(int argc, char **argv)
         while (n > 1 && path[n - 1] == '/')
             path[--n] = '\0';
         struct unmount_ctx u = {.path = path};
-        if (rt_each_lock(unmount_one, &u) != 0 || u.failed)
+        int rc = rt_each_lock(unmount_one, &u);
+        if (rc) {
+            fprintf(stderr, "memstorefs: %s\n", rt_error()[0] ? rt_error() : strerror(-rc));
+            return 1;
+        }
+        if (u.failed)
             status = 1;
         if (!u.found) {
             fprintf(stderr, "memstorefs: %s is not a memstorefs mount on this host\n", path);
@@ -284,7 +258,7 @@ struct status_ctx {
     bool json;
     pid_t asked[64];
     int n_asked;
-    int shown;
+    int shown, failed;
 };
 
 static int status_one(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
@@ -314,7 +288,12 @@ static int status_one(void *arg, const char *file, const struct rt_lockinfo *inf
     fclose(m);
     if (!rc)
         fputs(text, stdout);
+    else if (rc != -EIO) /* -EIO: it answered with an error, already printed */
+        fprintf(stderr, "memstorefs: memory store %s is mounted at %s, but its daemon (pid %d) "
+                        "did not answer: %s\n", info->store_id, info->mount_path,
+                (int)info->pid, rc == -ETIMEDOUT ? "timed out" : strerror(-rc));
     sc->shown += !rc;
+    sc->failed += rc != 0;
     free(text);
     return 0;
 }
@@ -331,7 +310,11 @@ int control_status(int argc, char **argv)
         }
     }
     int rc = rt_each_lock(status_one, &sc);
-    if (!sc.shown && !sc.json)
+    if (rc) {
+        fprintf(stderr, "memstorefs: %s\n", rt_error()[0] ? rt_error() : strerror(-rc));
+        return 1;
+    }
+    if (!sc.shown && !sc.failed && !sc.json)
         printf("no memory store is mounted\n");
-    return rc ? 1 : 0;
+    return sc.failed ? 1 : 0;
 }

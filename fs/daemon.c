@@ -13,13 +13,18 @@
  *   6. ready: the sync thread starts, stdio is detached (background mode),
  *      the log goes to its target, systemd hears READY=1 (sdnotify.c)
  *   7. main loop: signals (signalfd; SIGHUP reopens the log), the control
- *      socket, loop threads ending (a store unmounted from outside); until
- *      no store is left.  STOPPING=1 goes to systemd when the final sync
- *      before the exit begins.
+ *      socket and its clients (ctlserve.c: never waits for a client), loop
+ *      threads ending (a store unmounted from outside); until no store is
+ *      left.  STOPPING=1 goes to systemd when the final sync before the
+ *      exit begins.
  * The log target (--log-file: a file, syslog or -) is opened before the
  * mount commits to anything, so one that cannot be opened refuses the
  * mount with the reason; the default file, CACHE_DIR/memstorefs.log, once
  * the cache directory exists.
+ * Who may use a mount: its owner only, unless --uid/--gid name another
+ * user or group than root's own for a root mount, or -o allow_other is
+ * given (start_session); the kernel then applies the modes
+ * (default_permissions), 0644/0755 less --umask.
  * All signals the daemon handles are blocked in every thread (set before
  * any thread exists) and read from the signalfd by the main thread only.
  * fs_store fields after `se` are owned by the main thread. */
@@ -51,6 +56,7 @@
 #include "log.h"
 #include "mountdir.h"
 #include "openfile.h"
+#include "private.h"
 #include "rules.h"
 #include "runtime.h"
 #include "sdnotify.h"
@@ -68,7 +74,10 @@ static void fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap
     if (!log_enabled(lvl))
         return;
     char msg[1024];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral" /* libfuse's own format */
     vsnprintf(msg, sizeof(msg), fmt, ap);
+#pragma GCC diagnostic pop
     size_t n = strlen(msg);
     if (n && msg[n - 1] == '\n')
         msg[n - 1] = '\0';
@@ -92,16 +101,24 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+/* Whether a root mount is opened to other accounts without -o allow_other:
+ * when its files are given to another user or group. */
+static bool shared_by_owner(const struct mount_opts *o)
+{
+    return geteuid() == 0 && (o->uid != 0 || o->gid != 0);
+}
+
 static int start_session(struct fs_store *s, const struct mount_opts *o)
 {
     char opts[2048];
     snprintf(opts, sizeof(opts), "fsname=memstorefs:%s,subtype=memstorefs,default_permissions%s%s%s%s",
-             s->id, geteuid() == 0 ? ",allow_other" : "", s->read_only ? ",ro" : "",
+             s->id, shared_by_owner(o) ? ",allow_other" : "", s->read_only ? ",ro" : "",
              o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
     char prog[] = "memstorefs", dash_o[] = "-o";
     char *argv[] = {prog, dash_o, opts, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(3, argv);
     s->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), s);
+    fuse_opt_free_args(&args);
     if (!s->se) {
         fprintf(stderr, "memstorefs: cannot create the FUSE session for %s (memory_store_id=%s); "
                         "check the -o options\n", s->mount_path, s->id);
@@ -165,6 +182,11 @@ void daemon_teardown_store(struct fs_store *s)
                 usleep(50 * 1000);
             if (!__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE) && have_dev)
                 abort_connection(s, st.st_dev);
+        } else if (was_mounted) {
+            /* Unmounted from outside: libfuse sees the device report an
+             * error and unmounts nothing more, but frees what the mount
+             * holds (its mount point). */
+            fuse_session_unmount(s->se);
         }
         if (s->loop_running)
             pthread_join(s->loop, NULL);
@@ -332,12 +354,14 @@ static void free_all(void)
     for (size_t i = 0; i < D.n; i++) {
         struct fs_store *s = &D.stores[i];
         free(s->marker);
+        free(s->own_name);
     }
     free(D.stores);
     D.stores = NULL;
+    control_finish(&D);
     if (D.ctl_fd >= 0) {
         close(D.ctl_fd);
-        unlink(D.ctl_path);
+        priv_unlink(D.ctl_path, S_IFSOCK);
     }
 }
 
@@ -377,7 +401,7 @@ static int setup_stores(struct mount_opts *o)
         }
         if (rc) {
             fprintf(stderr, "memstorefs: cannot take the lock of memory store %s: %s\n", s->id,
-                    strerror(-rc));
+                    rt_error()[0] ? rt_error() : strerror(-rc));
             return rc;
         }
         if ((rc = mountdir_make(s, &info)))
@@ -427,7 +451,7 @@ static int setup_stores(struct mount_opts *o)
             log_warn("the memory store is archived; the server will refuse writes to it",
                      "memory_store_id", s->id);
         if (!s->name && as.name)
-            s->name = strdup(as.name);
+            s->name = s->own_name = strdup(as.name);
         api_store_clear(&as);
         if ((rc = cache_store_attach(D.cache, s->id, s->read_only, &s->root))) {
             fprintf(stderr, "memstorefs: cannot record memory store %s in the cache: %s\n", s->id,
@@ -473,13 +497,17 @@ static int open_control(void)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    unlink(D.ctl_path);
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 8) != 0) {
-        rc = -errno;
+    /* A socket left by a dead daemon of ours with our pid goes; anything
+     * else at the path makes bind fail.  The socket is created 0600 (the
+     * umask is set around bind: no other thread creates files now). */
+    priv_unlink(D.ctl_path, S_IFSOCK);
+    mode_t old = umask(0177);
+    rc = bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 8) != 0 ? -errno : 0;
+    umask(old);
+    if (rc) {
         close(fd);
         return rc;
     }
-    chmod(D.ctl_path, 0600);
     D.ctl_fd = fd;
     return 0;
 }
@@ -487,8 +515,10 @@ static int open_control(void)
 static void main_loop(int sig_fd)
 {
     while (live_stores() > 0) {
-        struct pollfd p[3] = {{sig_fd, POLLIN, 0}, {D.wake_fd, POLLIN, 0}, {D.ctl_fd, POLLIN, 0}};
-        if (poll(p, D.ctl_fd >= 0 ? 3 : 2, -1) < 0) {
+        struct pollfd p[2 + 1 + CTL_CLIENTS] = {{sig_fd, POLLIN, 0}, {D.wake_fd, POLLIN, 0}};
+        int timeout = -1;
+        int nc = control_pollfds(&D, p + 2, &timeout);
+        if (poll(p, (nfds_t)(2 + nc), timeout) < 0) {
             if (errno == EINTR)
                 continue;
             log_error("poll failed", "error", strerror(errno));
@@ -526,8 +556,7 @@ static void main_loop(int sig_fd)
                 }
             }
         }
-        if (D.ctl_fd >= 0 && (p[2].revents & POLLIN))
-            control_serve(&D, D.ctl_fd);
+        control_handle(&D, p + 2, nc);
     }
 }
 
@@ -537,6 +566,7 @@ int daemon_mount(struct mount_opts *o)
     memset(&D, 0, sizeof(D));
     D.ctl_fd = -1;
     D.wake_fd = -1;
+    control_init(&D);
     D.flush_timeout = o->flush_timeout;
     D.cache_dir = o->cache_dir;
     if (o->log_level) {
@@ -616,6 +646,7 @@ int daemon_mount(struct mount_opts *o)
         s->read_only = o->stores[i].read_only;
         s->uid = o->uid;
         s->gid = o->gid;
+        s->umask = o->umask;
         s->lock_fd = -1;
         s->sync_idx = -1;
         pthread_mutex_init(&s->se_lock, NULL);

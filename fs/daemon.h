@@ -2,12 +2,30 @@
 #ifndef MFS_DAEMON_H
 #define MFS_DAEMON_H
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "fs.h"
 #include "session.h"
+
+/* One connection on the control socket (control.c).  A client has
+ * CTL_READ_MS to send its line and CTL_WRITE_MS to take its answer; the
+ * main thread never waits for it. */
+#define CTL_CLIENTS 8
+#define CTL_LINE_MAX 4200
+#define CTL_READ_MS 5000
+#define CTL_WRITE_MS 10000
+struct ctl_client {
+    int fd;               /* -1: free slot */
+    size_t n;             /* bytes of line received */
+    char line[CTL_LINE_MAX];
+    char *out;            /* the answer (malloc'd), NULL until the command ran */
+    size_t out_len, out_off;
+    int64_t deadline_ms;  /* CLOCK_MONOTONIC */
+};
 
 struct daemon {
     struct fs_store *stores;
@@ -21,6 +39,7 @@ struct daemon {
     char ctl_path[4200];
     int flush_timeout;    /* seconds: bound of the final sync */
     const char *cache_dir;
+    struct ctl_client ctl[CTL_CLIENTS];
 };
 
 /* Unmounts one store, removes the directories it created, drops its lock. */
@@ -38,12 +57,12 @@ void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mou
  * printed otherwise, or a negative errno when the daemon cannot be reached
  * or does not answer within timeout_s. */
 int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s);
-/* syncctl.c: serves a "sync..." command; true when a thread of its own
- * now answers and closes fd.  syncctl_drain waits (bounded) for them. */
+/* syncctl.c: serves a "sync..." command on fd; true when a thread of its
+ * own now answers and closes fd.  syncctl_drain waits (bounded) for them. */
 bool syncctl_serve(struct daemon *d, int fd, const char *line);
 void syncctl_drain(int timeout_s);
-/* status.c: writes the status of every live store to fd, then "ok". */
-void status_serve(struct daemon *d, int fd, bool json);
+/* status.c: writes the status of every live store to out, then "ok". */
+void status_serve(struct daemon *d, FILE *out, bool json);
 /* daemon_io.c: opens the log target of a mount (--log-file, else
  * CACHE_DIR/memstorefs.log in background mode), printing the reason when
  * it cannot; detaches stdio in background mode (stderr stays when the log
@@ -53,7 +72,19 @@ struct mount_opts;
 int daemon_open_log(const struct mount_opts *o);
 void daemon_detach_stdio(void);
 void daemon_list_progress(void *arg, const char *store_id, size_t listed, bool last);
-/* Serves one connection on the control socket (main thread only). */
-void control_serve(struct daemon *d, int listen_fd);
+
+/* The control socket, served from the main loop without ever blocking on
+ * a client (main thread only):
+ * control_init marks every client slot free; control_pollfds fills p
+ * (at most 1 + CTL_CLIENTS entries: the listening socket, then each
+ * client) and returns how many, with *timeout_ms the poll timeout that the
+ * nearest client deadline needs (-1: none); control_handle acts on the
+ * revents of those entries (accept, read, run a complete command, write,
+ * drop clients past their deadline); control_finish gives the answers
+ * still queued a last bounded chance at exit and closes every client. */
+void control_init(struct daemon *d);
+int control_pollfds(struct daemon *d, struct pollfd *p, int *timeout_ms);
+void control_handle(struct daemon *d, const struct pollfd *p, int n);
+void control_finish(struct daemon *d);
 
 #endif

@@ -81,7 +81,7 @@ static int flush_store(struct cache *c, struct http_client *h, const struct cach
     }
     if (rc) {
         fprintf(stderr, "memstorefs flush: cannot lock memory store %s: %s\n", cs->id,
-                strerror(-rc));
+                rt_error()[0] ? rt_error() : strerror(-rc));
         return rc;
     }
     struct syncer_opts so = {.interval_s = 3600, .deletions = del};

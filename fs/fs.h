@@ -26,6 +26,8 @@ struct fs_store {
     size_t marker_len;
     uid_t uid;
     gid_t gid;
+    mode_t umask;           /* --umask: taken from every mode */
+    char *own_name;         /* the name from the API when none was given (malloc'd) */
     struct cache *cache;
     struct syncer *sync;
     int sync_idx;           /* this store's index in the syncer */

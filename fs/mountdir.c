@@ -3,9 +3,10 @@
  * another, and absent: lstat, so a symlink counts), creating them with
  * their missing parents (recording what was created), and removing exactly
  * what was created at unmount (in the mount(8) helper form an existing
- * empty directory is accepted too, and left).  A parent shared by several mount paths
- * (e.g. /mnt/memory) goes when the last store below it goes.  Main thread
- * only. */
+ * empty directory is accepted too, and left).  A parent shared by several
+ * mount paths (e.g. /mnt/memory) goes when the last store below it goes;
+ * and what is mounted at a path now, as /proc/self/mountinfo says
+ * (mountdir_mounted).  Main thread only. */
 #include "mountdir.h"
 
 #include <dirent.h>
@@ -208,4 +209,60 @@ void mountdir_finish(void)
         free(leftover[i]);
     }
     n_leftover = 0;
+}
+
+/* Undoes mountinfo's octal escapes (\040 for a space...) in place. */
+static void unescape(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 3;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+}
+
+int mountdir_mounted(const char *path, char *fstype, size_t tlen, char *source, size_t slen)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -errno;
+    int found = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        /* id parent major:minor root mountpoint options... - fstype source superopts */
+        char *save = NULL, *mp = NULL;
+        char *tok = strtok_r(line, " ", &save);
+        for (int i = 0; tok && i < 4; i++) {
+            tok = strtok_r(NULL, " ", &save);
+            if (i == 3)
+                mp = tok;
+        }
+        if (!mp)
+            continue;
+        unescape(mp);
+        if (strcmp(mp, path) != 0)
+            continue;
+        while ((tok = strtok_r(NULL, " ", &save)) && strcmp(tok, "-") != 0)
+            ;
+        char *type = strtok_r(NULL, " ", &save);
+        char *src = strtok_r(NULL, " ", &save);
+        if (!type || !src)
+            continue;
+        unescape(type);
+        unescape(src);
+        /* The last entry for a mount point is the one on top. */
+        snprintf(fstype, tlen, "%s", type);
+        snprintf(source, slen, "%s", src);
+        found = 1;
+    }
+    free(line);
+    fclose(f);
+    return found;
 }

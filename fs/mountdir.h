@@ -14,6 +14,10 @@ int mountdir_check(const struct mount_opts *o);
 int mountdir_make(struct fs_store *s, struct rt_lockinfo *info);
 /* Removes what mountdir_make created for s. */
 void mountdir_remove(struct fs_store *s);
+/* What is mounted at path now (the top mount): 1 with its file system type
+ * (e.g. "fuse.memstorefs", "tmpfs") and source (e.g. "memstorefs:ID") in
+ * the buffers, 0 when path is not a mount point, or a negative errno. */
+int mountdir_mounted(const char *path, char *fstype, size_t tlen, char *source, size_t slen);
 /* At exit: removes shared parents still waiting for their last store. */
 void mountdir_finish(void);
 

@@ -35,8 +35,8 @@
 mode_t ops_mode(const struct fs_store *s, bool is_dir)
 {
     if (is_dir)
-        return s->read_only ? 0555 : 0755;
-    return s->read_only ? 0444 : 0644;
+        return (s->read_only ? 0555 : 0755) & ~s->umask;
+    return (s->read_only ? 0444 : 0644) & ~s->umask;
 }
 
 void ops_fill_attr(const struct fs_store *s, const struct cnode *n, struct stat *st)
@@ -68,7 +68,7 @@ static void marker_attr(const struct fs_store *s, struct stat *st)
 {
     memset(st, 0, sizeof(*st));
     st->st_ino = CACHE_INO_MARKER;
-    st->st_mode = S_IFREG | 0444;
+    st->st_mode = S_IFREG | (0444 & ~s->umask);
     st->st_nlink = 1;
     st->st_size = (off_t)s->marker_len;
     st->st_uid = s->uid;

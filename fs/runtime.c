@@ -18,11 +18,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "private.h"
+
+/* The reason of the last refusal (rt_error); main thread only. */
+static char last_why[1024];
+
+const char *rt_error(void)
+{
+    return last_why;
+}
+
 int rt_dir(char *buf, size_t len)
 {
     const char *env = getenv("MEMSTOREFS_RUNTIME_DIR");
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     int n;
+    last_why[0] = '\0';
     if (env && *env)
         n = snprintf(buf, len, "%s", env);
     else if (geteuid() == 0)
@@ -33,8 +44,13 @@ int rt_dir(char *buf, size_t len)
         n = snprintf(buf, len, "/tmp/memstorefs-%u", (unsigned)geteuid());
     if (n < 0 || (size_t)n >= len)
         return -ENAMETOOLONG;
-    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-        return -errno;
+    char why[900];
+    int rc = priv_dir(buf, PRIV_REFUSE, why, sizeof(why));
+    if (rc < 0) {
+        snprintf(last_why, sizeof(last_why), "the runtime directory is not safe to use: %s",
+                 why);
+        return rc;
+    }
     return 0;
 }
 
@@ -114,6 +130,14 @@ int rt_lock_update(int fd, const struct rt_lockinfo *info)
     return rc;
 }
 
+/* True when path still names the file open as fd. */
+static bool same_file(int fd, const char *path)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file, struct rt_lockinfo *other)
 {
     char path[4200];
@@ -122,20 +146,33 @@ int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file, struct r
     int rc = lock_path(info->store_id, path, sizeof(path));
     if (rc)
         return rc;
-    int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (f < 0)
-        return -errno;
-    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
-        rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-        if (other)
-            read_info(f, other);
+    char why[900];
+    int f = -1;
+    for (int attempt = 0;; attempt++) {
+        f = priv_open(path, O_RDWR | O_CREAT | O_EXCL, why, sizeof(why));
+        if (f == -EEXIST)
+            f = priv_open(path, O_RDWR, why, sizeof(why));
+        if (f < 0) {
+            snprintf(last_why, sizeof(last_why), "the lock file is not safe to use: %s", why);
+            return f == -ELOOP ? -EPERM : f;
+        }
+        if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+            rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+            if (other)
+                read_info(f, other);
+            close(f);
+            return rc;
+        }
+        /* The daemon that held it may have removed it meanwhile: a lock on
+         * a file that no longer has the name locks nothing. */
+        if (same_file(f, path) || attempt == 3)
+            break;
         close(f);
-        return rc;
     }
     rc = rt_lock_update(f, info);
     if (rc || !(*file = strdup(path))) {
+        priv_unlink(path, S_IFREG);
         close(f);
-        unlink(path);
         return rc ? rc : -ENOMEM;
     }
     *fd = f;
@@ -146,8 +183,8 @@ void rt_unlock_store(int fd, const char *file)
 {
     if (fd < 0)
         return;
-    if (file)
-        unlink(file);
+    if (file && same_file(fd, file))
+        priv_unlink(file, S_IFREG);
     close(fd);
 }
 
@@ -167,9 +204,16 @@ int rt_each_lock(rt_lock_fn fn, void *arg)
             continue;
         char path[4400];
         snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        int f = open(path, O_RDWR | O_CLOEXEC);
+        /* Only regular files of ours: O_NONBLOCK so that a FIFO cannot
+         * hang the open, O_NOFOLLOW so that a link is never read. */
+        int f = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (f < 0)
             continue;
+        struct stat st;
+        if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+            close(f);
+            continue;
+        }
         struct rt_lockinfo info;
         read_info(f, &info);
         bool alive = flock(f, LOCK_SH | LOCK_NB) != 0;

@@ -9,8 +9,13 @@
 #include <sys/types.h>
 
 /* MEMSTOREFS_RUNTIME_DIR, else /run/memstorefs for root, else
- * $XDG_RUNTIME_DIR/memstorefs, else /tmp/memstorefs-UID.  Created 0700. */
+ * $XDG_RUNTIME_DIR/memstorefs, else /tmp/memstorefs-UID.  Created 0700;
+ * an existing one is used only when it is ours with mode 0700 (else
+ * -EPERM, -ELOOP or -ENOTDIR, the reason in rt_error()). */
 int rt_dir(char *buf, size_t len);
+/* The reason of the last refusal of the runtime directory or of a lock
+ * file ("" when none). */
+const char *rt_error(void);
 
 /* What a store's lock file says. */
 struct rt_lockinfo {
@@ -23,15 +28,18 @@ struct rt_lockinfo {
 
 /* Takes the store's lock (flock, held as long as *fd is open) and writes
  * info into it.  -EBUSY when another live daemon holds it; *other is then
- * filled from its file. */
+ * filled from its file.  A lock file that is a symbolic link, not a
+ * regular file, or not ours is refused (-EPERM, reason in rt_error()). */
 int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file,
                   struct rt_lockinfo *other);
 /* Rewrites the lock file (after the directories were created). */
 int rt_lock_update(int fd, const struct rt_lockinfo *info);
-/* Removes the file and closes fd; accepts fd < 0. */
+/* Removes the file (only when it is still the one fd holds, and ours) and
+ * closes fd; accepts fd < 0. */
 void rt_unlock_store(int fd, const char *file);
 
-/* Calls fn for each lock file; alive says whether a daemon holds it. */
+/* Calls fn for each lock file (regular files of ours only); alive says
+ * whether a daemon holds it. */
 typedef int (*rt_lock_fn)(void *arg, const char *file, const struct rt_lockinfo *info,
                           bool alive);
 int rt_each_lock(rt_lock_fn fn, void *arg);

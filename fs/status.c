@@ -155,23 +155,10 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
     cache_conflicts_free(cf, n_cf);
 }
 
-void status_serve(struct daemon *d, int fd, bool json)
+void status_serve(struct daemon *d, FILE *out, bool json)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (f) {
-        for (size_t i = 0; i < d->n; i++)
-            if (!d->stores[i].gone)
-                one_store(d, &d->stores[i], f, json);
-        fputs("ok\n", f);
-        fclose(f);
-    }
-    for (size_t off = 0; text && off < len;) {
-        ssize_t w = send(fd, text + off, len - off, MSG_NOSIGNAL);
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    free(text);
+    for (size_t i = 0; i < d->n; i++)
+        if (!d->stores[i].gone)
+            one_store(d, &d->stores[i], out, json);
+    fputs("ok\n", out);
 }

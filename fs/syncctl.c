@@ -8,17 +8,19 @@
  *                                      the files left unpushed, then "ok",
  *                                      "ok unpushed" or "error <reason>"
  * A waiting client is served by a detached thread of its own (at most
- * MAX_WAITERS at once), so the daemon's main loop, its signals and its
- * other clients never wait for a sync.  The threads are counted
+ * MAX_WAITERS at once; ctlserve.c hands its socket over), so the daemon's
+ * main loop, its signals and its other clients never wait for a sync.  The threads are counted
  * (waiters); syncctl_drain waits for them before the daemon frees what
  * they use.  The syncs themselves are serialised with the sync thread's
  * by each store's cycle_lock (engine.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,6 +94,8 @@ static void *serve_wait(void *arg)
 
 bool syncctl_serve(struct daemon *d, int fd, const char *line)
 {
+    /* The immediate answers below are short: a non-blocking send of them
+     * goes through. */
     bool wait = strncmp(line, "sync-wait", 9) == 0;
     const char *rest = line + (wait ? 9 : 4);
     bool all = strcmp(rest, "-all") == 0;
@@ -123,6 +127,13 @@ bool syncctl_serve(struct daemon *d, int fd, const char *line)
         free(w);
         return false;
     }
+    /* The thread writes with blocking sends, each bounded: a client that
+     * stops reading cannot hold it for long. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     pthread_t t;
     pthread_attr_t a;
     pthread_attr_init(&a);

@@ -78,8 +78,13 @@ int api_store_get(struct http_client *c, const char *store_id, struct api_store 
 
 /* Every memory of the store: view=basic, limit=100, each page in turn;
  * memory_prefix items are skipped; a malformed memory item is left out and
- * described in out->skipped, and the rest of its page is kept.  path_prefix (must end with '/') limits
- * the listing; NULL lists the whole store.  On failure *out is empty. */
+ * described in out->skipped, and the rest of its page is kept.  path_prefix
+ * (must end with '/') limits the listing; NULL lists the whole store.  On
+ * failure *out is empty.
+ * Bounded whatever the server does: a next_page cursor already used by
+ * this listing (or longer than 4096 bytes) is -EPROTO (e: type
+ * "malformed_response"); a listing that passes the memory budget is
+ * -EFBIG (e: type "listing_too_large", the message says how far it got). */
 int api_memories_list(struct http_client *c, const char *store_id, struct api_list *out,
                       struct api_error *e);
 int api_memories_list_prefix(struct http_client *c, const char *store_id,
@@ -91,6 +96,10 @@ typedef void (*api_progress_fn)(void *arg, size_t listed, bool last);
 int api_memories_list_progress(struct http_client *c, const char *store_id,
                                const char *path_prefix, struct api_list *out,
                                struct api_error *e, api_progress_fn progress, void *arg);
+
+/* The memory budget of one listing (items and cursors), in bytes; 0 sets
+ * the default, 256 MiB.  Call before any thread lists (tests lower it). */
+void api_set_list_budget(size_t bytes);
 
 /* Retrieve with view=full, many at once (the client's max_in_flight).
  * Each item gets its own err/mem/e (clear each mem and e afterwards).  The

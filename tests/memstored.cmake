@@ -4,7 +4,7 @@
 
 target_link_libraries(mfs_testsupport PUBLIC Threads::Threads)
 
-foreach(area stores memories list versions errors auth admin concurrency process)
+foreach(area stores memories list versions errors auth admin concurrency process security)
   mfs_add_test(test_memstored_${area} test_memstored_${area}.c TIMEOUT 120
                LABELS memstored)
 endforeach()

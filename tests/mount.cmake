@@ -21,3 +21,11 @@ foreach(area soak two)
   mfs_add_test(test_mount_sync_${area} test_mount_sync_${area}.c test_mount_sync_util.c
                TIMEOUT 600 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)
 endforeach()
+# Security (issue 10): attacks from a second local user the tests create
+# (support/users.c), run through real mounts.
+target_sources(mfs_testsupport PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/users.c)
+foreach(area runtime files)
+  mfs_add_test(test_security_${area} test_security_${area}.c TIMEOUT 300 LABELS mount security)
+endforeach()
+mfs_add_test(test_security_bounds test_security_bounds.c test_mount_sync_util.c TIMEOUT 300
+             LABELS mount security LIBS PkgConfig::SQLITE3)

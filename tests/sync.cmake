@@ -6,3 +6,4 @@ mfs_add_test(test_sync_json test_sync_json.c LIBS mfs_sync TIMEOUT 60 LABELS syn
 mfs_add_test(test_sync_session test_sync_session.c LIBS mfs_sync TIMEOUT 60 LABELS sync)
 mfs_add_test(test_sync_http test_sync_http.c LIBS mfs_sync TIMEOUT 180 LABELS sync)
 mfs_add_test(test_sync_api test_sync_api.c LIBS mfs_sync TIMEOUT 180 LABELS sync)
+mfs_add_test(test_sync_bounds test_sync_bounds.c LIBS mfs_sync TIMEOUT 120 LABELS sync)

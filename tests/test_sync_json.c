@@ -207,8 +207,8 @@ Test(parse, memory_malformed)
         upper[i] = (char)(sha[i] >= 'a' && sha[i] <= 'f' ? sha[i] - 32 : sha[i]);
     const char *docs[] = {
         "", "not json", "[]", "{\"id\":5}", "{\"type\":\"memory\"",
-        "{\"id\":\"mem_1\",\"path\":\"/a\",\"content_sha256\":\"x\",\"content_size_bytes\":1,"
-        "\"memory_version_id\":\"v\"}",
+        ("{\"id\":\"mem_1\",\"path\":\"/a\",\"content_sha256\":\"x\",\"content_size_bytes\":1,"
+         "\"memory_version_id\":\"v\"}"),
     };
     for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
         struct api_memory m;

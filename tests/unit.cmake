@@ -2,3 +2,17 @@ mfs_add_test(test_rules test_rules.c)
 mfs_add_test(test_reconcile test_reconcile.c LIBS mfs_reconcile)
 mfs_add_test(test_cache_write test_cache_write.c LIBS mfs_cache)
 mfs_add_test(test_cache_sent test_cache_sent.c LIBS mfs_cache)
+# The fuzz targets' seed corpora (tests/fuzz/corpus/<target>, which also
+# holds every input a fuzzer found) replayed as regression tests of this
+# build, through tests/fuzz/replay.c instead of libFuzzer.
+foreach(target rules api_parse session msd)
+  add_executable(replay_${target} fuzz/replay.c fuzz/fuzz_${target}.c)
+  add_test(NAME fuzz_replay_${target}
+           COMMAND replay_${target} ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/${target})
+  set_tests_properties(fuzz_replay_${target} PROPERTIES TIMEOUT 120 LABELS fuzz)
+endforeach()
+target_link_libraries(replay_rules PRIVATE mfs_base)
+target_link_libraries(replay_api_parse PRIVATE mfs_sync)
+target_include_directories(replay_api_parse PRIVATE ${PROJECT_SOURCE_DIR}/sync)
+target_link_libraries(replay_session PRIVATE mfs_sync)
+target_link_libraries(replay_msd PRIVATE msd_core)

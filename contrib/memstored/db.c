@@ -16,14 +16,17 @@
 #include "msd.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "private.h"
 
 struct db {
     sqlite3 *h;             /* guarded by lock */
@@ -99,6 +102,30 @@ int db_open(const char *file, struct db **out)
     struct db *db = calloc(1, sizeof(*db));
     if (!db)
         return -ENOMEM;
+    /* The stores' content is nobody else's business: the file is created
+     * 0600 (SQLite's -wal and -shm then take its mode), never through a
+     * symbolic link, and an existing one of ours is made private. */
+    if (strcmp(file, ":memory:") != 0 && strncmp(file, "file:", 5) != 0) {
+        char why[1024];
+        int fd = priv_open(file, O_RDWR | O_CREAT, why, sizeof(why));
+        if (fd < 0) {
+            log_error("cannot open the database", "file", file, "error", why);
+            free(db);
+            return fd;
+        }
+        close(fd);
+        static const char *const sides[] = {"-wal", "-shm", "-journal"};
+        for (size_t i = 0; i < 3; i++) {
+            char side[4200];
+            snprintf(side, sizeof(side), "%s%s", file, sides[i]);
+            int rc = priv_fix_file(side, why, sizeof(why));
+            if (rc < 0) {
+                log_error("cannot open the database", "file", side, "error", why);
+                free(db);
+                return rc;
+            }
+        }
+    }
     int rc = sqlite3_open_v2(file, &db->h,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                              NULL);

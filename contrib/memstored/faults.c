@@ -22,6 +22,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "sha256.h"
+
 struct fault {
     int id;
     struct fault_hit hit; /* hit.body owned by the fault */
@@ -194,12 +196,14 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
     cJSON *body = NULL;
     const char *action, *method, *glob;
     struct fault ft = {0};
-    long status = 0, latency = 0, count = 1;
+    long status = 0, latency = 0, count = 1, cycle = 0, items = 0;
     if (body_object(rq, rp, false, &body) || jfield_str(rp, body, "action", &action) ||
         jfield_str(rp, body, "method", &method) || jfield_str(rp, body, "path", &glob) ||
         int_field(rp, body, "status", 100, 599, &status) ||
         int_field(rp, body, "latency_ms", 0, 600000, &latency) ||
         int_field(rp, body, "count", 0, 1000000000, &count) ||
+        int_field(rp, body, "cycle", 0, 1000000, &cycle) ||
+        int_field(rp, body, "items", 0, 100, &items) ||
         header_number(rp, body, "retry_after", ft.hit.retry_after) ||
         header_number(rp, body, "retry_after_ms", ft.hit.retry_after_ms))
         goto out;
@@ -219,6 +223,8 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
         ft.hit.action = FAULT_DROP;
     } else if (strcmp(action, "drop") == 0) {
         ft.hit.action = FAULT_CUT;
+    } else if (strcmp(action, "pages") == 0) {
+        ft.hit.action = FAULT_PAGES;
     } else if (strcmp(action, "reply") == 0) {
         ft.hit.action = FAULT_REPLY;
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(body, "body");
@@ -233,7 +239,8 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
             goto out;
         }
     } else {
-        reply_invalid(rp, "action must be status, latency, drop_after_commit, drop or reply");
+        reply_invalid(rp, "action must be status, latency, drop_after_commit, drop, reply or "
+                          "pages");
         goto out;
     }
     if (method && strlen(method) >= sizeof(ft.method)) {
@@ -243,6 +250,8 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
     }
     ft.hit.status = (unsigned)status;
     ft.hit.latency_ms = latency;
+    ft.hit.cycle = cycle;
+    ft.hit.items = items;
     ft.count = count;
     ft.forever = count == 0;
     snprintf(ft.method, sizeof(ft.method), "%s", method ? method : "");
@@ -274,6 +283,40 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
     reply_json(rp, 200, o);
 out:
     cJSON_Delete(body);
+}
+
+void faults_pages(const struct req *rq, const struct fault_hit *hit, struct reply *rp)
+{
+    const char *page = req_query(rq, "page");
+    long k = 0;
+    if (page && strncmp(page, "page_loop", 9) == 0)
+        k = strtol(page + 9, NULL, 10);
+    if (k < 0)
+        k = 0;
+    long next = hit->cycle > 0 ? (k + 1) % hit->cycle : k + 1;
+    char sha[SHA256_HEX_LEN + 1];
+    sha256_hex("", 0, sha);
+    cJSON *o = cJSON_CreateObject();
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    for (long i = 0; data && i < hit->items; i++) {
+        char id[64], ver[64], path[128];
+        snprintf(id, sizeof(id), "mem_loop%ldx%ld", k, i);
+        snprintf(ver, sizeof(ver), "memver_loop%ldx%ld", k, i);
+        /* Long paths: each page weighs as much as a real page can. */
+        snprintf(path, sizeof(path), "/loop/page-%08ld/memory-%03ld-%0*d.md", k, i, 60, 0);
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "type", "memory");
+        cJSON_AddStringToObject(m, "id", id);
+        cJSON_AddStringToObject(m, "memory_version_id", ver);
+        cJSON_AddStringToObject(m, "path", path);
+        cJSON_AddStringToObject(m, "content_sha256", sha);
+        cJSON_AddNumberToObject(m, "content_size_bytes", 0);
+        cJSON_AddItemToArray(data, m);
+    }
+    char cur[64];
+    snprintf(cur, sizeof(cur), "page_loop%ld", next);
+    cJSON_AddStringToObject(o, "next_page", cur);
+    reply_json(rp, 200, o);
 }
 
 static void stats(struct faults *f, struct reply *rp)

@@ -33,7 +33,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: memstored [--listen HOST:PORT] [--db FILE] [--api-key KEY]...\n"
             "                 [--admin-key KEY] [--seed NAME=DIR]... [--max-memories N]\n"
-            "                 [--log-level error|warn|info|debug]\n"
+            "                 [--log-level error|warn|info|debug] [--allow-remote]\n"
+            "HOST must be a loopback address (127.0.0.1, ::1, localhost) unless\n"
+            "--allow-remote is given: memstored has no TLS.\n"
             "API keys may also come from MEMSTORED_API_KEYS=k1,k2 and the admin key\n"
             "from MEMSTORED_ADMIN_KEY.  At least one API key is required.\n");
 }
@@ -82,6 +84,7 @@ static int parse_args(int argc, char **argv, struct options *o, struct msd *srv)
         {"seed", required_argument, NULL, 's'},
         {"max-memories", required_argument, NULL, 'm'},
         {"log-level", required_argument, NULL, 'L'},
+        {"allow-remote", no_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -132,6 +135,9 @@ static int parse_args(int argc, char **argv, struct options *o, struct msd *srv)
                 return -EINVAL;
             }
             log_set_level(lvl);
+            break;
+        case 'R':
+            srv->allow_remote = true;
             break;
         case 'h':
             usage(stdout);

@@ -3,8 +3,10 @@
  * Layers, top to bottom:
  *   main.c     options, start/stop, signal wait
  *   seed.c     --seed NAME=DIR import (calls memories_put_locked)
- *   server.c   libmicrohttpd glue: body accumulation, routing, auth, the
- *              anthropic-beta rule, request ids, stats and fault dispatch
+ *   server.c   libmicrohttpd glue: body accumulation, request ids, the
+ *              loopback rule of the listening address
+ *   dispatch.c one request without a socket: routing, auth, the
+ *              anthropic-beta rule, stats and fault dispatch
  *   faults.c   the admin API: stats counters and the fault list
  *   stores.c / memories.c / versions.c   the endpoints (A.2-A.4)
  *   reply.c    error envelope, JSON replies, body field getters
@@ -40,12 +42,24 @@ struct msd {
     const char *admin_key; /* NULL: no admin API */
     long max_memories;
     struct faults *faults;
+    bool allow_remote; /* --allow-remote: listen on a non-loopback address */
+};
+
+/* Where a request's query values and headers come from: a libmicrohttpd
+ * connection (server.c) or a request made up by the fuzz target. */
+struct msd_io {
+    void *ctx;
+    /* The (percent-decoded) value of query parameter key, or NULL. */
+    const char *(*query)(void *ctx, const char *key);
+    /* Up to max values of header name (case-insensitive), in the order
+     * they came; returns how many. */
+    size_t (*header)(void *ctx, const char *name, const char **vals, size_t max);
 };
 
 /* One HTTP request as the handlers see it. */
 struct req {
     struct msd *srv;
-    void *conn; /* struct MHD_Connection *, only for req_query() */
+    const struct msd_io *io; /* query values and headers */
     const char *method;
     const char *path;
     const char *ids[2]; /* the {id} segments of the route, in order */
@@ -177,11 +191,14 @@ enum fault_action {
     FAULT_DROP,    /* serve and commit, then close without an answer */
     FAULT_CUT,     /* close the connection at once: nothing served */
     FAULT_REPLY,   /* answer status with a canned body, nothing served */
+    FAULT_PAGES,   /* a memories list that never ends (faults_pages) */
 };
 struct fault_hit {
     enum fault_action action;
     unsigned status;
     long latency_ms;
+    long cycle; /* pages: next_page goes round this many cursors (0: never repeats) */
+    long items; /* pages: made-up memories per page */
     char retry_after[32];
     char retry_after_ms[32];
     char *body; /* FAULT_REPLY: malloc'd copy for the caller (fault_hit_release) */
@@ -193,6 +210,10 @@ void faults_free(struct faults **f);
 void faults_count(struct faults *f, const char *method, const char *route);
 /* First matching fault (its count goes down); FAULT_NONE when none. */
 void faults_match(struct faults *f, const char *method, const char *path, struct fault_hit *hit);
+/* A pages fault's answer to a memories list: `items` made-up memories and
+ * a next_page cursor "page_loop<k+1>" (k from the request's page, modulo
+ * cycle when cycle > 0): a server whose listing never ends. */
+void faults_pages(const struct req *rq, const struct fault_hit *hit, struct reply *rp);
 /* Admin endpoints; path is the URL path under /admin. */
 void faults_admin(struct msd *srv, struct req *rq, struct reply *rp);
 /* db.c: the clock of new writes, for tests: offset_ms shifts every new
@@ -200,6 +221,17 @@ void faults_admin(struct msd *srv, struct req *rq, struct reply *rp);
  * made: they "arrive late"); freeze gives every new write the same
  * millisecond.  (0, false) is the normal clock, strictly increasing. */
 void db_clock_set(int64_t offset_ms, bool freeze);
+
+/* ---- dispatch.c ---- */
+/* Answers one request (body may be NULL; too_large: the body was cut at
+ * MSD_BODY_MAX).  rp must come zeroed but for status and request_id; it
+ * always gets a body.  *drop: close the connection without answering. */
+void msd_handle(struct msd *srv, const struct msd_io *io, const char *method, const char *url,
+                const char *body, size_t body_len, bool too_large, struct reply *rp,
+                bool *drop);
+/* Key comparison in constant time (independent of where they differ and
+ * of their lengths). */
+bool key_eq(const char *given, const char *known);
 
 /* ---- server.c ---- */
 struct server;

@@ -1,6 +1,6 @@
 /* params.c - query parameters, page cursors, timestamps and key ids.
  *
- * Query values come from libmicrohttpd already percent-decoded, keys too, so
+ * Query values come (through struct msd_io) already percent-decoded, keys too, so
  * created_at%5Bgte%5D arrives as created_at[gte]; the encoded spelling is
  * looked up as well in case a client double-encodes.
  *
@@ -12,7 +12,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +21,9 @@
 
 const char *req_query(const struct req *rq, const char *key)
 {
-    if (!rq->conn)
+    if (!rq->io || !rq->io->query)
         return NULL;
-    return MHD_lookup_connection_value((struct MHD_Connection *)rq->conn,
-                                       MHD_GET_ARGUMENT_KIND, key);
+    return rq->io->query(rq->io->ctx, key);
 }
 
 int q_view(const struct req *rq, struct reply *rp, bool dflt_full, bool *full)

@@ -104,6 +104,8 @@ static cJSON *envelope(struct reply *rp, const char *type, const char *msg, cJSO
 }
 
 static void verror(struct reply *rp, unsigned status, const char *type, const char *fmt,
+                   va_list ap) __attribute__((format(printf, 4, 0)));
+static void verror(struct reply *rp, unsigned status, const char *type, const char *fmt,
                    va_list ap)
 {
     char msg[512];

@@ -21,6 +21,12 @@
 #include <criterion/criterion.h>
 #include <sqlite3.h>
 
+const char *mnt_bin(void)
+{
+    const char *env = getenv("MEMSTOREFS_BIN");
+    return env && *env ? env : MEMSTOREFS_BIN;
+}
+
 int mnt_setup(struct mnt_env *e, const char *const *msd_args)
 {
     memset(e, 0, sizeof(*e));
@@ -39,6 +45,8 @@ int mnt_setup(struct mnt_env *e, const char *const *msd_args)
 }
 
 static int vsh(const struct mnt_env *e, char **out, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static int vsh(const struct mnt_env *e, char **out, const char *fmt, va_list ap)
 {
     char *cmd = NULL;
     if (vasprintf(&cmd, fmt, ap) < 0)
@@ -48,7 +56,7 @@ static int vsh(const struct mnt_env *e, char **out, const char *fmt, va_list ap)
                      "export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='%s' "
                      "MEMSTOREFS_RUNTIME_DIR='%s' MFS='%s' MNT='%s' CACHE='%s'; "
                      "unset ANTHROPIC_AUTH_TOKEN ANTHROPIC_WORK_SECRET; (%s) 2>&1",
-                     e->msd.url, e->run, MEMSTOREFS_BIN, e->mnt, e->cache, cmd);
+                     e->msd.url, e->run, mnt_bin(), e->mnt, e->cache, cmd);
     free(cmd);
     if (n < 0)
         return -1;
@@ -169,7 +177,9 @@ char *mnt_q(const struct mnt_env *e, const char *fmt, ...)
     cr_assert(vasprintf(&sql, fmt, ap) > 0);
     va_end(ap);
     sqlite3 *h = NULL;
-    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "%s", db);
+    int orc = sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL);
+    cr_assert_eq(orc, SQLITE_OK, "%s: %s (%s)", db, sqlite3_errstr(orc),
+                 h ? sqlite3_errmsg(h) : "no handle");
     sqlite3_busy_timeout(h, 5000);
     sqlite3_stmt *st = NULL;
     cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,

@@ -18,6 +18,10 @@ struct mnt_env {
     char run[300];    /* root/run: MEMSTOREFS_RUNTIME_DIR */
 };
 
+/* The memstorefs binary the tests run: $MEMSTOREFS_BIN, else the build's
+ * (to run the tests against another build, e.g. an older one). */
+const char *mnt_bin(void);
+
 /* Starts memstored (extra args may be NULL) and makes the dirs.  0 or
  * -errno.  When /dev/fuse is missing the test fails (never skips). */
 int mnt_setup(struct mnt_env *e, const char *const *msd_args);

@@ -27,15 +27,24 @@
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static __thread CURL *tl_easy;
 static __thread bool tl_fresh;
+/* Its destructor cleans up a thread's easy handle when the thread ends
+ * (its value is tl_easy), so no handle outlives its thread. */
+static pthread_key_t easy_key;
 
 void t_http_fresh(bool on)
 {
     tl_fresh = on;
 }
 
+static void easy_free(void *e)
+{
+    curl_easy_cleanup(e);
+}
+
 static void global_init(void)
 {
     curl_global_init(CURL_GLOBAL_ALL);
+    pthread_key_create(&easy_key, easy_free);
 }
 
 struct buf {
@@ -198,6 +207,7 @@ int t_http_n(const char *method, const char *url, const char *body, size_t body_
         tl_easy = curl_easy_init();
         if (!tl_easy)
             return -ENOMEM;
+        pthread_setspecific(easy_key, tl_easy);
     } else {
         curl_easy_reset(tl_easy);
     }

@@ -1,0 +1,185 @@
+/* test_security_bounds.c - what a server or a local client can make the
+ * daemon do, through real mounts:
+ *  - a listing whose next_page cursor comes round again (A, B, A...)
+ *    fails the mount at once, and a sync at once, instead of paging until
+ *    memory runs out;
+ *  - a client that trickles bytes into the control socket holds up
+ *    neither `memstorefs status` (another client) nor SIGTERM;
+ *  - a daemon that does not answer is reported by `status` as such,
+ *    never as "no memory store is mounted" with exit 0.
+ * The control socket is 0600 in a 0700 directory, so the slow client is
+ * the daemon's own user here: no other account can reach it at all
+ * (test_security_runtime.c). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+static pid_t trickler;
+
+static void setup(void)
+{
+    static const char *const seed[] = {"/notes/a.md", "a\n", NULL};
+    sy_start(seed);
+}
+
+static void teardown(void)
+{
+    if (trickler > 0) {
+        kill(trickler, SIGKILL);
+        waitpid(trickler, NULL, 0);
+        trickler = 0;
+    }
+    sy_stop();
+}
+
+TestSuite(security_bounds, .init = setup, .fini = teardown, .timeout = 240);
+
+static void cycle_fault(void)
+{
+    sy_fault("{\"action\":\"pages\",\"cycle\":2,\"items\":2,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memories\"}");
+}
+
+static long list_requests(void)
+{
+    return t_route_count(&E.msd, "GET /v1/memory_stores/{id}/memories");
+}
+
+Test(security_bounds, cycling_cursor_fails_the_mount_at_once)
+{
+    cycle_fault();
+    char *out = NULL;
+    /* `timeout` only keeps a run against an unbounded build finite. */
+    int rc = mnt_sh(&E, &out, "timeout 120 $MFS mount --store '%s:%s' --cache-dir \"$CACHE\"",
+                    store, mnt);
+    cr_expect_neq(rc, 0, "the mount succeeded on a listing that goes round: %s", out);
+    cr_expect(strstr(out, "repeats a cursor"), "the reason is not given: %s", out);
+    free(out);
+    long n = list_requests();
+    cr_expect_leq(n, 3, "the daemon asked for %ld pages of a listing going round", n);
+    cr_expect(!mnt_is_mounted(mnt));
+}
+
+Test(security_bounds, cycling_cursor_fails_each_sync_at_once)
+{
+    sy_mount(false, "");
+    sy_reset_stats();
+    cycle_fault();
+    cr_expect(sy_wait_log("memory sync failed", "repeats a cursor", 2, 3 * WITHIN),
+              "two syncs did not fail on the listing that goes round: %s",
+              sy_log_grep("memory sync failed"));
+    long n = list_requests();
+    cr_expect_leq(n, 3 * 3, "%ld list pages for two or three syncs", n);
+    /* The mount keeps working meanwhile. */
+    char *out = NULL;
+    sy_run(&out, "cat notes/a.md");
+    cr_expect_str_eq(out, "a\n");
+    free(out);
+}
+
+/* The control socket of daemon pid, in the private runtime dir. */
+static void sock_path(pid_t pid, struct sockaddr_un *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    char path[400];
+    snprintf(path, sizeof(path), "%s/daemon-%d.sock", E.run, (int)pid);
+    cr_assert_lt(strlen(path), sizeof(a->sun_path));
+    memcpy(a->sun_path, path, strlen(path) + 1);
+}
+
+/* A child that connects and sends "s", then one more byte every 200 ms,
+ * never a newline, for at most two minutes. */
+static void start_trickler(pid_t daemon)
+{
+    struct sockaddr_un a;
+    sock_path(daemon, &a);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "connect %s: %s",
+                 a.sun_path, strerror(errno));
+    trickler = fork();
+    cr_assert_geq(trickler, 0);
+    if (trickler == 0) {
+        for (int i = 0; i < 600; i++) {
+            if (send(fd, "s", 1, MSG_NOSIGNAL) != 1)
+                break;
+            usleep(200 * 1000);
+        }
+        _exit(0);
+    }
+    close(fd);
+    usleep(300 * 1000); /* a byte or two are in */
+}
+
+Test(security_bounds, trickling_client_holds_up_neither_status_nor_sigterm)
+{
+    sy_mount(false, "");
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    start_trickler(pid);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS status");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, store) && strstr(out, "mounted at"),
+              "status did not get an answer past the slow client: %s", out);
+    free(out);
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    /* A bound, not a measure: the slow client would hold a daemon that
+     * waited for it for many minutes. */
+    for (int i = 0; i < 200 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    cr_expect_neq(kill(pid, 0), 0, "the daemon did not exit on SIGTERM past the slow client");
+    cr_expect(!mnt_is_mounted(mnt));
+}
+
+Test(security_bounds, silent_client_is_dropped_and_others_served)
+{
+    sy_mount(false, "");
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    /* More silent clients than the daemon has slots: each is dropped at
+     * its deadline or at once, and a real command still gets through. */
+    struct sockaddr_un a;
+    sock_path(pid, &a);
+    int fds[12];
+    for (int i = 0; i < 12; i++) {
+        fds[i] = socket(AF_UNIX, SOCK_STREAM, 0);
+        cr_assert_eq(connect(fds[i], (struct sockaddr *)&a, sizeof(a)), 0);
+    }
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS status --json");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "\"memory_store_id\""), "%s", out);
+    free(out);
+    /* The daemon closes a silent client once its time to send is over. */
+    char c;
+    ssize_t r = recv(fds[0], &c, 1, 0);
+    cr_expect_eq(r, 0, "a silent client was not closed (recv %zd)", r);
+    for (int i = 0; i < 12; i++)
+        close(fds[i]);
+}
+
+Test(security_bounds, status_reports_a_daemon_that_does_not_answer)
+{
+    sy_mount(false, "");
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    cr_assert_eq(kill(pid, SIGSTOP), 0);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS status");
+    kill(pid, SIGCONT);
+    cr_expect_eq(rc, 1, "status of a stopped daemon exited %d: %s", rc, out);
+    cr_expect(!strstr(out, "no memory store is mounted"), "%s", out);
+    cr_expect(strstr(out, "did not answer") && strstr(out, store), "%s", out);
+    free(out);
+}

@@ -1,0 +1,174 @@
+/* test_security_files.c - who can read the cache, the log and a mount.
+ *
+ * Another local account (made by the test, users.h) tries to read the
+ * cache database and its WAL/SHM files, to append to the log, and to read
+ * and write through mounts made by root with the default ownership, with
+ * --uid/--gid naming that account, with --umask and with -o allow_other.
+ * Everything lives in TU_DIR (0755), so only the modes memstorefs sets
+ * stand between the other account and the files. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mnt.h"
+#include "users.h"
+
+static struct mnt_env E;
+static char *store;
+static struct tuser other;
+
+static void setup(void)
+{
+    cr_assert_eq(mnt_setup(&E, NULL), 0, "cannot start memstored");
+    store = t_create_store(&E.msd, "Files");
+    cr_assert_not_null(store);
+    free(t_create_memory(&E.msd, store, "/notes/a.md", "secret\n"));
+    tu_setup();
+    tu_create(&other, "mfs-other");
+}
+
+static void teardown(void)
+{
+    mnt_sh(&E, NULL, "timeout 60 $MFS unmount --all >/dev/null 2>&1");
+    tu_teardown();
+    mnt_teardown(&E);
+    free(store);
+    store = NULL;
+}
+
+TestSuite(security_files, .init = setup, .fini = teardown, .timeout = 180);
+
+/* Root mounts the store at TU_DIR/pub/s with extra options; asserts. */
+static void root_mount(const char *extra)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/pub/s' --cache-dir '%s/cache' "
+                              "--sync-interval 5 %s", store, TU_DIR, TU_DIR, extra);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+}
+
+/* The mode of TU_DIR/rel. */
+static unsigned mode_of(const char *rel)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/%s", TU_DIR, rel);
+    struct stat st;
+    cr_assert_eq(lstat(path, &st), 0, "%s is missing", path);
+    return st.st_mode & 07777;
+}
+
+Test(security_files, cache_and_log_are_private_whatever_the_umask)
+{
+    /* The cache directory already exists, made with the usual umask. */
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, NULL, "mkdir -m 755 %s/cache", TU_DIR), 0);
+    int rc = mnt_sh(&E, &out, "umask 000 && $MFS mount --store '%s:%s/pub/s' --cache-dir "
+                              "'%s/cache' --sync-interval 5 && echo edit > %s/pub/s/notes/b.md",
+                    store, TU_DIR, TU_DIR, TU_DIR);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "made it private"), "no warning about the open cache directory: %s",
+              out);
+    free(out);
+    cr_expect_eq(mode_of("cache"), 0700);
+    static const char *const files[] = {"cache.db", "cache.db-wal", "cache.db-shm",
+                                        "memstorefs.log"};
+    for (size_t i = 0; i < 4; i++) {
+        char rel[64];
+        snprintf(rel, sizeof(rel), "cache/%s", files[i]);
+        cr_expect_eq(mode_of(rel), 0600, "%s has mode %o", files[i], mode_of(rel));
+    }
+    for (size_t i = 0; i < 4; i++) {
+        rc = tu_sh(&E, &other, &out, "cat '%s/cache/%s' | grep -a -c secret", TU_DIR,
+                   files[i]);
+        cr_expect_neq(rc, 0, "another account read %s: %s", files[i], out);
+        free(out);
+    }
+    rc = tu_sh(&E, &other, &out, "echo 'level=info msg=\"forged\"' >> '%s/cache/memstorefs.log'",
+               TU_DIR);
+    cr_expect_neq(rc, 0, "another account appended to the log");
+    free(out);
+    char *log = NULL;
+    mnt_sh(&E, &log, "cat '%s/cache/memstorefs.log'", TU_DIR);
+    cr_expect(!strstr(log, "forged"), "the log holds a forged line");
+    free(log);
+}
+
+Test(security_files, cache_dir_of_another_account_is_refused)
+{
+    char *out = NULL;
+    cr_assert_eq(tu_sh(&E, &other, NULL, "mkdir -m 777 \"$HOME_DIR\"/cache"), 0);
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/pub/s' --cache-dir '%s/cache'", store,
+                    TU_DIR, other.home);
+    cr_expect_neq(rc, 0, "the mount used a cache directory another account owns: %s", out);
+    cr_expect(strstr(out, "mfs-other") && strstr(out, "/cache"),
+              "the message does not say whose directory it is: %s", out);
+    free(out);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/cache/cache.db", other.home);
+    cr_expect_neq(access(path, F_OK), 0, "the cache was created in the refused directory");
+    snprintf(path, sizeof(path), "%s/pub/s", TU_DIR);
+    cr_expect(!mnt_is_mounted(path));
+}
+
+Test(security_files, root_mount_is_private_by_default)
+{
+    root_mount("");
+    char *out = NULL;
+    int rc = tu_sh(&E, &other, &out, "cat '%s/pub/s/notes/a.md'", TU_DIR);
+    cr_expect_neq(rc, 0, "another account read a root mount: %s", out);
+    free(out);
+    rc = tu_sh(&E, &other, &out, "ls '%s/pub/s'", TU_DIR);
+    cr_expect_neq(rc, 0, "another account listed a root mount: %s", out);
+    free(out);
+    /* Root itself still uses it. */
+    mnt_sh(&E, &out, "cat '%s/pub/s/notes/a.md'", TU_DIR);
+    cr_expect_str_eq(out, "secret\n");
+    free(out);
+}
+
+Test(security_files, uid_names_the_agent_and_umask_keeps_others_out)
+{
+    struct tuser agent;
+    tu_create(&agent, "mfs-agent");
+    char extra[128];
+    snprintf(extra, sizeof(extra), "--uid %s --gid %u --umask 077", agent.name,
+             (unsigned)agent.gid);
+    root_mount(extra);
+    char *out = NULL;
+    int rc = tu_sh(&E, &agent, &out, "cat '%s/pub/s/notes/a.md' && echo more >> "
+                                     "'%s/pub/s/notes/a.md' && stat -c '%%a %%U' "
+                                     "'%s/pub/s/notes/a.md' '%s/pub/s/notes'", TU_DIR, TU_DIR,
+                   TU_DIR, TU_DIR);
+    cr_expect_eq(rc, 0, "the agent named by --uid cannot use the mount: %s", out);
+    cr_expect_str_eq(out, "secret\n600 mfs-agent\n700 mfs-agent\n");
+    free(out);
+    rc = tu_sh(&E, &other, &out, "cat '%s/pub/s/notes/a.md'", TU_DIR);
+    cr_expect_neq(rc, 0, "a third account read a file of mode 0600: %s", out);
+    free(out);
+}
+
+Test(security_files, allow_other_opens_reading_to_every_account)
+{
+    root_mount("-o allow_other");
+    char *out = NULL;
+    int rc = tu_sh(&E, &other, &out, "cat '%s/pub/s/notes/a.md'", TU_DIR);
+    cr_expect_eq(rc, 0, "-o allow_other did not open the mount: %s", out);
+    cr_expect_str_eq(out, "secret\n");
+    free(out);
+    rc = tu_sh(&E, &other, &out, "echo x >> '%s/pub/s/notes/a.md'", TU_DIR);
+    cr_expect_neq(rc, 0, "another account wrote to a root file of mode 0644");
+    free(out);
+}
+
+Test(security_files, bad_umask_is_refused)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/pub/s' --umask 999", store, TU_DIR);
+    cr_expect_eq(rc, 2, "%s", out);
+    cr_expect(strstr(out, "--umask must be an octal mode"), "%s", out);
+    free(out);
+}

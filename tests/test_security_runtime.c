@@ -1,0 +1,183 @@
+/* test_security_runtime.c - the runtime directory, its lock files and
+ * sockets against another local account, and `unmount` against a mount
+ * that is not ours.  Each attack runs for real: a victim user and an
+ * attacker user made by the test (users.h), the victim mounting through
+ * fusermount3 with the default runtime directory of a user without
+ * XDG_RUNTIME_DIR (/tmp/memstorefs-UID). */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mnt.h"
+#include "users.h"
+
+static struct mnt_env E;
+static char *store;
+static struct tuser victim, attacker;
+static char rundir[64];
+
+static void setup(void)
+{
+    cr_assert_eq(mnt_setup(&E, NULL), 0, "cannot start memstored");
+    store = t_create_store(&E.msd, "Runtime");
+    cr_assert_not_null(store);
+    free(t_create_memory(&E.msd, store, "/notes/a.md", "a\n"));
+    tu_setup();
+    tu_create(&victim, "mfs-victim");
+    tu_create(&attacker, "mfs-attacker");
+    tu_runtime_dir(&victim, rundir, sizeof(rundir));
+}
+
+static void teardown(void)
+{
+    if (victim.uid)
+        tu_sh(&E, &victim, NULL, "timeout 60 $MFS unmount --all >/dev/null 2>&1");
+    tu_teardown();
+    mnt_teardown(&E);
+    free(store);
+    store = NULL;
+}
+
+TestSuite(security_runtime, .init = setup, .fini = teardown, .timeout = 180);
+
+/* The victim's mount at ~/m with its cache in ~/cache. */
+static int victim_mount(char **out)
+{
+    return tu_sh(&E, &victim, out, "$MFS mount --store '%s:'\"$HOME_DIR\"/m --cache-dir "
+                                   "\"$HOME_DIR\"/cache --sync-interval 5", store);
+}
+
+static void expect_victim_file(const char *want)
+{
+    char path[400];
+    snprintf(path, sizeof(path), "%s/important.txt", victim.home);
+    char *got = mnt_read(path, NULL);
+    cr_expect_str_eq(got ? got : "(missing)", want, "the victim's file was changed");
+    free(got);
+}
+
+static void expect_not_mounted(void)
+{
+    char path[400];
+    snprintf(path, sizeof(path), "%s/m", victim.home);
+    cr_expect(!mnt_is_mounted(path), "the refused mount is mounted anyway");
+    cr_expect_neq(access(path, F_OK), 0, "the refused mount left its directory");
+}
+
+Test(security_runtime, symlinked_lock_in_a_planted_runtime_dir)
+{
+    char *out = NULL;
+    cr_assert_eq(tu_sh(&E, &victim, NULL, "echo precious > \"$HOME_DIR\"/important.txt && "
+                                          "chmod 644 \"$HOME_DIR\"/important.txt"), 0);
+    /* The attacker plants the victim's runtime directory, world-writable,
+     * with the lock file of the store linked to the victim's file. */
+    cr_assert_eq(tu_sh(&E, &attacker, &out, "mkdir -m 777 %s && ln -s %s/important.txt "
+                                            "%s/store-%s.lock", rundir, victim.home, rundir,
+                       store), 0, "%s", out);
+    free(out);
+    int rc = victim_mount(&out);
+    cr_expect_neq(rc, 0, "the mount went ahead in a runtime directory the attacker owns: %s",
+                  out);
+    cr_expect(strstr(out, "runtime directory") && strstr(out, rundir) &&
+              strstr(out, "mfs-attacker"),
+              "the message does not say which directory is refused and why: %s", out);
+    free(out);
+    expect_victim_file("precious\n");
+    expect_not_mounted();
+}
+
+Test(security_runtime, world_writable_runtime_dir_of_the_victim_is_refused)
+{
+    char *out = NULL;
+    cr_assert_eq(tu_sh(&E, &victim, NULL, "mkdir %s && chmod 777 %s", rundir, rundir), 0);
+    int rc = victim_mount(&out);
+    cr_expect_neq(rc, 0, "a runtime directory every account can write was used: %s", out);
+    cr_expect(strstr(out, rundir) && strstr(out, "0777") && strstr(out, "0700"),
+              "the message does not give the mode and the fix: %s", out);
+    free(out);
+    expect_not_mounted();
+}
+
+Test(security_runtime, symlinked_lock_in_the_victims_own_dir_is_not_followed)
+{
+    char *out = NULL;
+    cr_assert_eq(tu_sh(&E, &victim, &out,
+                       "echo precious > \"$HOME_DIR\"/important.txt && mkdir -m 700 %s && "
+                       "ln -s \"$HOME_DIR\"/important.txt %s/store-%s.lock", rundir, rundir,
+                       store), 0, "%s", out);
+    free(out);
+    int rc = victim_mount(&out);
+    cr_expect_neq(rc, 0, "a symbolic link was taken for the lock file: %s", out);
+    cr_expect(strstr(out, "symbolic link"), "the message does not say why: %s", out);
+    free(out);
+    expect_victim_file("precious\n");
+    expect_not_mounted();
+}
+
+Test(security_runtime, attacker_cannot_remove_the_lock_or_the_socket)
+{
+    char *out = NULL;
+    /* A planted empty directory is refused... */
+    cr_assert_eq(tu_sh(&E, &attacker, NULL, "mkdir -m 777 %s", rundir), 0);
+    int rc = victim_mount(&out);
+    cr_expect_neq(rc, 0, "the mount used the attacker's directory: %s", out);
+    free(out);
+    cr_assert_eq(tu_sh(&E, &attacker, NULL, "rmdir %s", rundir), 0);
+    /* ...and the directory the mount makes itself is the victim's alone. */
+    rc = victim_mount(&out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    struct stat st;
+    cr_assert_eq(lstat(rundir, &st), 0);
+    cr_expect_eq(st.st_uid, victim.uid);
+    cr_expect_eq(st.st_mode & 07777, 0700, "runtime dir mode %o", st.st_mode & 07777);
+    rc = tu_sh(&E, &attacker, &out, "rm -f %s/*.lock %s/*.sock; ls %s", rundir, rundir, rundir);
+    cr_expect_neq(rc, 0, "the attacker could list the runtime directory: %s", out);
+    free(out);
+    rc = tu_sh(&E, &victim, &out, "$MFS status");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, store) && !strstr(out, "no memory store is mounted"),
+              "the victim's status lost the store: %s", out);
+    free(out);
+    rc = tu_sh(&E, &victim, &out, "$MFS unmount --all");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+}
+
+Test(security_runtime, unmount_of_a_dead_mount_leaves_another_filesystem_alone)
+{
+    char *out = NULL;
+    int rc = mnt_mount(&E, store, "dead", false, "", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    /* By hand: the dead mount is detached, and a tmpfs takes its place. */
+    rc = mnt_sh(&E, &out, "umount -l $MNT/dead && mount -t tmpfs mfs-test-tmpfs $MNT/dead && "
+                          "echo mine > $MNT/dead/keep.txt");
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = mnt_sh(&E, &out, "$MFS unmount --all");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "left alone") && strstr(out, "tmpfs"),
+              "unmount does not say it left the tmpfs alone: %s", out);
+    free(out);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/dead", E.mnt);
+    cr_expect(mnt_is_mounted(path), "unmount --all detached a tmpfs that is not ours");
+    mnt_sh(&E, &out, "cat $MNT/dead/keep.txt");
+    cr_expect_str_eq(out, "mine\n", "the tmpfs lost its file");
+    free(out);
+    /* The stale lock is gone: status no longer reports a dead mount. */
+    mnt_sh(&E, &out, "$MFS status");
+    cr_expect(!strstr(out, "DEAD"), "%s", out);
+    free(out);
+    mnt_sh(&E, NULL, "umount $MNT/dead");
+}

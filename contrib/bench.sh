@@ -6,6 +6,9 @@
 # changed and with k dirty files (requests counted at memstored), and the
 # daemon's memory.  BASELINE=/path/to/other/memstorefs adds a column with
 # that build's ratios (this build vs the last).
+# Then what a sync costs (contrib/bench-sync.sh: requests and CPU per idle
+# sync of stores of 2,000 and 10,000 memories, a drain of 2,000 dirty
+# files); SYNC=0 leaves that part out.
 #   contrib/bench.sh [FILES]      (default 500 files of ~1 KiB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,4 +96,8 @@ if [ -n "${BASELINE:-}" ]; then
   printf '%-44s %10s %10s\n' "small writes ratio" "${B[2]}" "$WRITE_R"
   printf '%-44s %10s %10s\n' "mount time, cold (s)" "${B[3]}" "$MOUNT_S"
   printf '%-44s %10s %10s\n' "mount time, warm (s)" "${B[4]}" "$REMOUNT_S"
+fi
+if [ "${SYNC:-1}" != 0 ]; then
+  printf '\n'
+  "$TOP/contrib/bench-sync.sh"
 fi

@@ -58,6 +58,8 @@ bool helper_form(int argc, char **argv);
  * help_asked: argv[1..] holds --help or -h. */
 void help_overview(FILE *f);
 int help_command(const char *cmd, FILE *f);
+/* Whether cmd names a command (every command has a help text). */
+bool help_is_command(const char *cmd);
 bool help_asked(int argc, char **argv);
 
 #endif

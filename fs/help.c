@@ -93,9 +93,10 @@ static const char status_help[] =
 static const char sync_help[] =
     "usage: memstorefs sync [PATH... | --all] [--wait]\n"
     "\n"
-    "Runs a sync of the stores mounted at PATH (or of every store) now: the remote\n"
-    "changes come in, the local ones go out.  The next periodic sync comes an\n"
-    "interval after it.\n"
+    "Runs a sync of the stores mounted at PATH (a mount point or a path inside\n"
+    "one; or of every store) now: the remote changes come in, the local ones go\n"
+    "out, all of them (a backlog in slices, store after store).  The next\n"
+    "periodic sync comes an interval after it.\n"
     "\n"
     "  --all                   every store mounted on this host (the default)\n"
     "  --wait                  return once that sync is done, with a line per store;\n"
@@ -151,6 +152,14 @@ int help_command(const char *cmd, FILE *f)
         }
     }
     return -1;
+}
+
+bool help_is_command(const char *cmd)
+{
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
+        if (strcmp(texts[i].cmd, cmd) == 0)
+            return true;
+    return strcmp(cmd, "help") == 0;
 }
 
 bool help_asked(int argc, char **argv)

@@ -46,13 +46,8 @@ bool helper_form(int argc, char **argv)
         return true;
     /* mount.fuse3's form: a store id (never a command name), then an
      * absolute mount point. */
-    static const char *const commands[] = {"mount", "unmount", "umount", "status", "flush",
-                                           "conflicts", "help", NULL};
-    if (argc < 3 || argv[2][0] != '/' || argv[1][0] == '-')
+    if (argc < 3 || argv[2][0] != '/' || argv[1][0] == '-' || help_is_command(argv[1]))
         return false;
-    for (size_t i = 0; commands[i]; i++)
-        if (strcmp(argv[1], commands[i]) == 0)
-            return false;
     for (const char *c = argv[1]; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
               *c == '_' || *c == '-'))

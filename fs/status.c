@@ -15,6 +15,25 @@
 #include "cache.h"
 #include "daemon.h"
 #include "engine.h"
+#include "http.h"
+
+/* The client's request budget (shared by every store): when a 429's pause
+ * ends (wall clock, 0: no pause), calls held now, the cap. */
+struct budget {
+    int64_t until_s;
+    int waiting, per_minute;
+};
+
+static void read_budget(struct daemon *d, struct budget *b)
+{
+    int64_t until_ms = 0;
+    memset(b, 0, sizeof(*b));
+    if (!d->http)
+        return;
+    http_client_budget(d->http, &until_ms, &b->waiting, &b->per_minute);
+    if (until_ms)
+        b->until_s = (int64_t)time(NULL) + (until_ms - http_now_ms() + 999) / 1000;
+}
 
 static void json_str(FILE *f, const char *s)
 {
@@ -60,6 +79,10 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
     size_t n_cf = 0;
     cache_refused_files(d->cache, s->id, &rf, &n_rf);
     cache_conflicts(d->cache, s->id, &cf, &n_cf);
+    struct budget b;
+    read_budget(d, &b);
+    char until_s[64];
+    fmt_time(b.until_s, until_s, sizeof(until_s));
 
     if (json) {
         fprintf(f, "{\"memory_store_id\":");
@@ -91,6 +114,13 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
                    "\"refused\":%u,\"held\":%u,\"failed\":%u,\"pending\":%u}",
                 rep.pushed, rep.deleted, rep.conflicts, rep.refused, rep.held, rep.failed,
                 rep.pending);
+        fprintf(f, ",\"throttled_until\":");
+        if (b.until_s)
+            json_str(f, until_s);
+        else
+            fprintf(f, "null");
+        fprintf(f, ",\"requests_waiting\":%d,\"max_requests_per_minute\":%d", b.waiting,
+                b.per_minute);
         fprintf(f, ",\"refused_files\":[");
         for (size_t i = 0; i < n_rf; i++) {
             fprintf(f, "%s{\"path\":", i ? "," : "");
@@ -133,6 +163,12 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
             fprintf(f, "                  pushed %u, deleted %u, conflicts %u, refused %u, "
                        "held %u, failed %u\n",
                     rep.pushed, rep.deleted, rep.conflicts, rep.refused, rep.held, rep.failed);
+        if (b.until_s)
+            fprintf(f, "  throttled       the server limits the rate (429): every request "
+                       "waits until %s (%d waiting)\n", until_s, b.waiting);
+        else if (b.per_minute && b.waiting)
+            fprintf(f, "  request cap     %d per minute (%d waiting)\n", b.per_minute,
+                    b.waiting);
         fprintf(f, "  content cached  %llu / %llu%s\n",
                 (unsigned long long)(st.files - st.missing_content),
                 (unsigned long long)st.files, st.missing_content ? " (fetching the rest)" : "");

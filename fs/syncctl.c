@@ -46,16 +46,56 @@ static void put(int fd, const char *s)
     (void)!send(fd, s, strlen(s), MSG_NOSIGNAL);
 }
 
+/* Adds a round's report to the ones before it: counts add up, what is
+ * left is the last round's. */
+static void add_report(struct syncer_report *sum, const struct syncer_report *r)
+{
+    sum->pushed += r->pushed;
+    sum->deleted += r->deleted;
+    sum->conflicts += r->conflicts;
+    sum->failed += r->failed;
+    sum->refused = r->refused;
+    sum->held = r->held;
+    sum->pending = r->pending;
+    sum->kept_deletions = r->kept_deletions;
+    sum->unsaved = r->unsaved;
+}
+
 static void *serve_wait(void *arg)
 {
     struct waiter *w = arg;
     bool failed = false, unpushed = false;
     char last_why[600] = "";
+    struct syncer_report sum[16];
+    int rcs[16];
+    char whys[16][512];
+    bool more[16];
+    memset(sum, 0, sizeof(sum));
+    /* Round after round, a slice of each store's backlog in turn, until
+     * none is left (the sync thread's order, engine.c). */
+    for (size_t i = 0; i < w->n; i++) {
+        rcs[i] = 0;
+        whys[i][0] = '\0';
+        more[i] = true;
+    }
+    for (bool any = true; any;) {
+        any = false;
+        for (size_t i = 0; i < w->n; i++) {
+            if (!more[i])
+                continue;
+            struct syncer_report rep = {0};
+            int idx = w->v[i]->sync_idx;
+            rcs[i] = syncer_sync_now(w->d->sync, idx, whys[i], sizeof(whys[i]), &rep);
+            add_report(&sum[i], &rep);
+            more[i] = !rcs[i] && syncer_backlog(w->d->sync, idx);
+            any |= more[i];
+        }
+    }
     for (size_t i = 0; i < w->n; i++) {
         struct fs_store *s = w->v[i];
-        char why[512] = "";
-        struct syncer_report rep = {0};
-        int rc = syncer_sync_now(w->d->sync, s->sync_idx, why, sizeof(why), &rep);
+        const struct syncer_report rep = sum[i];
+        int rc = rcs[i];
+        const char *why = whys[i];
         char *text = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&text, &len);
@@ -170,7 +210,10 @@ struct sync_ctx {
 static int sync_one(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
 {
     struct sync_ctx *c = arg;
-    if (c->path && strcmp(c->path, info->mount_path) != 0)
+    size_t ml = strlen(info->mount_path);
+    /* The mount point, or a path inside it. */
+    if (c->path && (strncmp(c->path, info->mount_path, ml) != 0 ||
+                    (c->path[ml] != '\0' && c->path[ml] != '/' && strcmp(info->mount_path, "/"))))
         return 0;
     c->found++;
     if (!alive) {
@@ -236,7 +279,9 @@ int control_sync(int argc, char **argv)
         if (argv[i][0] == '-')
             continue;
         char path[4096];
-        snprintf(path, sizeof(path), "%s", argv[i]);
+        /* A relative path (".", from inside the mount) as an absolute one. */
+        if (argv[i][0] == '/' || !realpath(argv[i], path))
+            snprintf(path, sizeof(path), "%s", argv[i]);
         size_t n = strlen(path);
         while (n > 1 && path[n - 1] == '/')
             path[--n] = '\0';

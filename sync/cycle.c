@@ -271,6 +271,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
     bool idle = false;
 
     pthread_mutex_lock(&st->cycle_lock);
+    st->backlog = false;
     if (st->disabled) {
         pthread_mutex_unlock(&st->cycle_lock);
         snprintf(why, whylen, "memory store %s is not mounted any more", st->id);
@@ -283,7 +284,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
         /* Nothing changed on either side: one request, no work. */
         feed_commit(st, &fr);
         if (st->content_missing)
-            engine_prefetch(s, idx);
+            engine_prefetch(s, idx, ENGINE_FETCH_SLICE);
         snprintf(why, whylen, "ok");
         goto out;
     }
@@ -334,7 +335,11 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
             st->n.inval_inode(st->n.arg, cy.reverted[i]);
     push_writes(&cy);
     report_cap(&cy);
-    engine_prefetch(s, idx);
+    /* Files past the slice wait for the next round, which comes at once
+     * if this one moved something (engine.c run). */
+    if (cy.plan.deferred && cy.rep.pushed)
+        st->backlog = true;
+    engine_prefetch(s, idx, final ? 0 : ENGINE_FETCH_SLICE);
 
     struct cache_store_stats after;
     if (cache_store_stats(s->c, st->id, &after) == 0) {

@@ -48,6 +48,8 @@ struct plan {
     size_t cap_deletes;  /* deletes (or logged would-be deletes) counted */
     size_t held;         /* held back by the cap */
     size_t log_deletes;
+    size_t sliced;       /* content-only writes planned (ENGINE_PUSH_SLICE) */
+    size_t deferred;     /* dirty files left for the next round */
 };
 
 /* The tombstones of the store, loaded once per sync. */

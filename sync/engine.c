@@ -243,15 +243,17 @@ int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *s
     return rc;
 }
 
-/* Downloads every file of the store whose bytes the cache lacks. */
-int engine_prefetch(struct syncer *s, int idx)
+int engine_prefetch(struct syncer *s, int idx, size_t max)
 {
     struct sstore *st = &s->v[idx];
     struct cache_missing *miss = NULL;
-    size_t n = 0;
+    size_t n = 0, all;
     int rc = cache_missing_content(s->c, st->id, &miss, &n);
     if (rc)
         return rc;
+    all = n;
+    if (max && n > max)
+        n = max;
     size_t fetched = 0, failed = 0;
     for (size_t off = 0; off < n; off += PREFETCH_BATCH) {
         pthread_mutex_lock(&s->lock);
@@ -278,7 +280,11 @@ int engine_prefetch(struct syncer *s, int idx)
         }
     }
     free(miss);
-    st->content_missing = failed > 0; /* retried after the next sync */
+    /* Failures are retried after the next sync; what the slice left, in
+     * the next round (st->backlog). */
+    st->content_missing = failed > 0 || fetched + failed < all;
+    if (fetched && fetched + failed < all)
+        st->backlog = true;
     if (failed) {
         char nf[32];
         snprintf(nf, sizeof(nf), "%zu", failed);
@@ -307,6 +313,14 @@ void syncer_kick(struct syncer *s)
     s->kick = true;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
+}
+
+static bool stopping(struct syncer *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool stop = s->stop;
+    pthread_mutex_unlock(&s->lock);
+    return stop;
 }
 
 /* Waits one interval (or a kick); false when asked to stop. */
@@ -364,6 +378,14 @@ int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct sync
     return rc;
 }
 
+bool syncer_backlog(struct syncer *s, int idx)
+{
+    pthread_mutex_lock(&s->v[idx].cycle_lock);
+    bool b = s->v[idx].backlog && !s->v[idx].disabled;
+    pthread_mutex_unlock(&s->v[idx].cycle_lock);
+    return b && !stopping(s);
+}
+
 void syncer_last_report(struct syncer *s, int idx, struct syncer_report *rep)
 {
     pthread_mutex_lock(&s->lock);
@@ -371,27 +393,47 @@ void syncer_last_report(struct syncer *s, int idx, struct syncer_report *rep)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Content first (reads are waiting for it), a slice of each store in turn
+ * so that a big store does not keep the others' files waiting. */
+static void prefetch_all(struct syncer *s)
+{
+    bool more = true;
+    while (more && !stopping(s)) {
+        more = false;
+        for (size_t i = 0; i < s->n; i++) {
+            struct sstore *st = &s->v[i];
+            pthread_mutex_lock(&st->cycle_lock);
+            st->backlog = false;
+            if (!st->disabled)
+                engine_prefetch(s, (int)i, ENGINE_FETCH_SLICE);
+            more |= st->backlog;
+            pthread_mutex_unlock(&st->cycle_lock);
+        }
+    }
+}
+
 static void *run(void *arg)
 {
     struct syncer *s = arg;
-    /* Content first (reads are waiting for it), then a full sync at once:
-     * a cache directory may hold changes an earlier session never pushed. */
-    for (size_t i = 0; i < s->n; i++) {
-        pthread_mutex_lock(&s->v[i].cycle_lock);
-        engine_prefetch(s, (int)i);
-        pthread_mutex_unlock(&s->v[i].cycle_lock);
-    }
+    /* Then a full sync at once: a cache directory may hold changes an
+     * earlier session never pushed. */
+    prefetch_all(s);
     do {
-        for (size_t i = 0; i < s->n; i++) {
-            pthread_mutex_lock(&s->lock);
-            bool stop = s->stop;
-            pthread_mutex_unlock(&s->lock);
-            if (stop)
-                return NULL;
-            char why[512];
-            int rc = cycle_run(s, (int)i, false, why, sizeof(why));
-            if (rc && rc != -ESHUTDOWN) /* ESHUTDOWN: unmounted, nothing to do */
-                log_warn("memory sync failed", "memory_store_id", s->v[i].id, "error", why);
+        /* Each store's sync takes a slice of its backlog (cycle_run); the
+         * rounds go on at once, store after store, until none is left. */
+        bool more = true;
+        while (more) {
+            more = false;
+            for (size_t i = 0; i < s->n; i++) {
+                if (stopping(s))
+                    return NULL;
+                char why[512];
+                int rc = cycle_run(s, (int)i, false, why, sizeof(why));
+                if (rc && rc != -ESHUTDOWN) /* ESHUTDOWN: unmounted, nothing to do */
+                    log_warn("memory sync failed", "memory_store_id", s->v[i].id, "error",
+                             why);
+                more |= !rc && s->v[i].backlog;
+            }
         }
     } while (wait_interval(s));
     return NULL;

@@ -80,13 +80,17 @@ void syncer_stop(struct syncer *s);
 
 /* Last sync time (unix seconds, 0 if none) and result ("ok" or a reason). */
 void syncer_last(struct syncer *s, int idx, int64_t *when, char *result, size_t len);
+/* Whether the last sync of store idx left a backlog for another round. */
+bool syncer_backlog(struct syncer *s, int idx);
 /* The report of the last full sync (zeroed if none yet). */
 void syncer_last_report(struct syncer *s, int idx, struct syncer_report *rep);
 
 /* A sync of store idx now, as a periodic one would run it (`memstorefs
  * sync`), on the caller's thread, serialised with the sync thread's; the
  * next periodic sync comes an interval after it.  rep (may be NULL)
- * receives its report. */
+ * receives its report.  Like a periodic sync it takes one slice of a
+ * backlog: while syncer_backlog says so, the caller runs it again (after
+ * the other stores' turns, for fairness). */
 int syncer_sync_now(struct syncer *s, int idx, char *why, size_t whylen,
                     struct syncer_report *rep);
 

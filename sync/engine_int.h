@@ -58,6 +58,8 @@ struct sstore {
     struct feed feed;    /* the version feed (feed.c) */
     size_t known;        /* memories in the last listing or view */
     bool content_missing; /* a prefetch may have something to download */
+    bool backlog;        /* the last sync left work for the next round: dirty
+                          * files past its slice, content not fetched yet */
     /* Guarded by syncer.lock: */
     int64_t last;
     char result[512];
@@ -105,7 +107,13 @@ void feed_free(struct feed *fd);
 void engine_set_result(struct syncer *s, struct sstore *st, const char *result,
                        const struct syncer_report *rep);
 void engine_notify(struct sstore *st, const struct cache_changes *ch);
-int engine_prefetch(struct syncer *s, int idx);
+/* Downloads up to max (0: every) of the store's files whose bytes the cache
+ * lacks; st->content_missing says whether any are left (or failed). */
+int engine_prefetch(struct syncer *s, int idx, size_t max);
+/* How much of a backlog one round of a store takes before the next store's
+ * turn: files pushed (content-only writes) and files downloaded. */
+#define ENGINE_PUSH_SLICE 128
+#define ENGINE_FETCH_SLICE 256
 struct api_list;
 /* Lists the store into r[0..n) sorted by path; r points into list (free
  * r, then api_list_free(list)).  The server is not trusted: the marker path

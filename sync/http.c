@@ -65,6 +65,13 @@ struct http_client {
     int n_idle;
     unsigned seed_ctr; /* atomic; varies the jitter seed between runs */
     volatile int cancel; /* http_client_cancel: ends every run's unfinished calls */
+    /* The request budget, shared by every run (budget_lock):  */
+    pthread_mutex_t budget_lock;
+    int64_t pause_until_ms; /* a 429 pauses every request until then */
+    int per_minute;         /* 0: no cap */
+    double tokens;          /* requests that may start now (burst: per_minute / 12) */
+    int64_t tokens_at_ms;
+    int waiting;            /* calls held by the budget now, every run together */
 };
 
 enum slot_state { S_WAIT, S_RUN, S_DONE };
@@ -86,6 +93,7 @@ struct slot {
 
 struct run {
     struct http_client *c;
+    int held;        /* this run's calls held by the budget (counted in c->waiting) */
     struct lane *lane;
     struct slot *slots;
     size_t n, done, running;
@@ -207,6 +215,10 @@ struct http_client *http_client_new(const struct http_opts *o)
         return NULL;
     }
     pthread_mutex_init(&c->pool_lock, NULL);
+    pthread_mutex_init(&c->budget_lock, NULL);
+    c->per_minute = o->max_per_minute > 0 ? o->max_per_minute : 0;
+    c->tokens = c->per_minute / 12.0 > 1 ? c->per_minute / 12.0 : 1;
+    c->tokens_at_ms = http_now_ms();
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_init(&c->share_locks[i], NULL);
     c->base_url = strdup(o->base_url);
@@ -262,6 +274,7 @@ void http_client_free(struct http_client **cp)
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_destroy(&c->share_locks[i]);
     pthread_mutex_destroy(&c->pool_lock);
+    pthread_mutex_destroy(&c->budget_lock);
     free(c->base_url);
     free(c);
 }
@@ -380,6 +393,54 @@ static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *
     if (type == CURLINFO_HEADER_OUT)
         s->sends++;
     return 0;
+}
+
+/* May a request start now?  Takes one from the budget when it may; else
+ * *next_ms says when it might. */
+static bool budget_take(struct http_client *c, int64_t now, int64_t *next_ms)
+{
+    bool ok = true;
+    pthread_mutex_lock(&c->budget_lock);
+    if (now < c->pause_until_ms) {
+        ok = false;
+        *next_ms = c->pause_until_ms;
+    } else if (c->per_minute > 0) {
+        double burst = c->per_minute / 12.0 > 1 ? c->per_minute / 12.0 : 1;
+        c->tokens += (double)(now - c->tokens_at_ms) * c->per_minute / 60000.0;
+        if (c->tokens > burst)
+            c->tokens = burst;
+        c->tokens_at_ms = now;
+        if (c->tokens >= 1) {
+            c->tokens -= 1;
+        } else {
+            ok = false;
+            *next_ms = now + (int64_t)((1 - c->tokens) * 60000.0 / c->per_minute) + 1;
+        }
+    }
+    pthread_mutex_unlock(&c->budget_lock);
+    return ok;
+}
+
+/* A 429 pauses every request of the client for the server's wait.  True
+ * when this starts a pause (none was running), to log once per pause. */
+static bool budget_pause(struct http_client *c, int64_t until_ms)
+{
+    pthread_mutex_lock(&c->budget_lock);
+    bool fresh = c->pause_until_ms <= http_now_ms();
+    if (until_ms > c->pause_until_ms)
+        c->pause_until_ms = until_ms;
+    pthread_mutex_unlock(&c->budget_lock);
+    return fresh;
+}
+
+void http_client_budget(struct http_client *c, int64_t *paused_until_ms, int *waiting,
+                        int *per_minute)
+{
+    pthread_mutex_lock(&c->budget_lock);
+    *paused_until_ms = c->pause_until_ms > http_now_ms() ? c->pause_until_ms : 0;
+    *waiting = c->waiting;
+    *per_minute = c->per_minute;
+    pthread_mutex_unlock(&c->budget_lock);
 }
 
 static int start_attempt(struct run *r, struct slot *s)
@@ -516,6 +577,14 @@ static void end_attempt(struct run *r, struct slot *s, CURLcode cc, const struct
         wait = http_backoff_ms(c->backoff_base_ms, c->backoff_max_ms, call->attempts - 1, u);
     }
     int64_t at = http_now_ms() + wait;
+    if (status == 429) {
+        /* The budget is the server's: every request waits, not only this one. */
+        if (budget_pause(c, at) && log_enabled(LOG_LVL_INFO)) {
+            char w[24];
+            snprintf(w, sizeof(w), "%ld", wait);
+            log_info("the server limits the rate (429); every request waits", "wait_ms", w);
+        }
+    }
     if (ro && ro->deadline_ms && at >= ro->deadline_ms) {
         finish_slot(r, s, status, err);
         return;
@@ -555,6 +624,17 @@ static void abort_all(struct run *r, int err)
     }
 }
 
+/* How many of this run's calls the budget holds now (for status). */
+static void budget_held(struct run *r, int held)
+{
+    if (held == r->held)
+        return;
+    pthread_mutex_lock(&r->c->budget_lock);
+    r->c->waiting += held - r->held;
+    pthread_mutex_unlock(&r->c->budget_lock);
+    r->held = held;
+}
+
 static void drive(struct run *r, const struct http_run_opts *ro)
 {
     struct http_client *c = r->c;
@@ -568,24 +648,36 @@ static void drive(struct run *r, const struct http_run_opts *ro)
             abort_all(r, -ETIMEDOUT);
             break;
         }
-        /* Due retries first, then slots never started, in order.  Only
-         * retries are scanned, so a large batch costs O(n) in all. */
+        /* Due retries first, then slots never started, in order, each
+         * within the client's budget.  Only retries are scanned, so a large
+         * batch costs O(n) in all. */
         size_t max = (size_t)c->max_in_flight;
-        for (size_t i = 0; r->retrying && i < r->fresh && r->running < max; i++) {
+        int64_t budget_next = 0;
+        bool held = false;
+        for (size_t i = 0; r->retrying && i < r->fresh && r->running < max && !held; i++) {
             struct slot *s = &r->slots[i];
             if (s->st != S_WAIT || s->not_before > now)
                 continue;
+            if (!budget_take(c, now, &budget_next)) {
+                held = true;
+                break;
+            }
             r->retrying--;
             int rc = start_attempt(r, s);
             if (rc)
                 finish_slot(r, s, 0, rc);
         }
-        while (r->fresh < r->n && r->running < max) {
+        while (!held && r->fresh < r->n && r->running < max) {
+            if (!budget_take(c, now, &budget_next)) {
+                held = true;
+                break;
+            }
             struct slot *s = &r->slots[r->fresh++];
             int rc = start_attempt(r, s);
             if (rc)
                 finish_slot(r, s, 0, rc);
         }
+        budget_held(r, held ? (int)(r->n - r->done - r->running) : 0);
         if (r->done == r->n)
             break;
         int still = 0;
@@ -615,7 +707,9 @@ static void drive(struct run *r, const struct http_run_opts *ro)
             if (r->slots[i].st == S_WAIT && r->slots[i].not_before < next)
                 next = r->slots[i].not_before;
         if (r->fresh < r->n && r->running < max)
-            next = now;
+            next = held ? budget_next : now;
+        if (held && budget_next < next)
+            next = budget_next;
         if (ro && ro->deadline_ms && ro->deadline_ms < next)
             next = ro->deadline_ms;
         int64_t wait = next - now;
@@ -687,6 +781,7 @@ int http_run_ex(struct http_client *c, struct http_call *calls, size_t n,
         r.slots[i].should_retry = -1;
     }
     drive(&r, ro);
+    budget_held(&r, 0);
     lane_put(c, r.lane);
     free(r.slots);
     for (size_t i = 0; i < n; i++)

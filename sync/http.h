@@ -103,6 +103,14 @@ int http_curl_errno(int curlcode);
 bool http_status_retryable(long status);
 bool http_curl_retryable(int curlcode);
 
+/* The client's request budget, shared by every run: each request starts
+ * within --max-requests-per-minute (a token bucket, bursts of a twelfth of
+ * it), and a 429 pauses every request of every run until its retry-after
+ * (or backoff).  For status: the pause's end (0: none), how many calls the
+ * budget holds now, and the cap (0: none). */
+void http_client_budget(struct http_client *c, int64_t *paused_until_ms, int *waiting,
+                        int *per_minute);
+
 /* Monotonic milliseconds, the clock of http_run_opts.deadline_ms. */
 int64_t http_now_ms(void);
 /* An HTTP date ("Tue, 01 Dec 2026 03:54:52 GMT") in ns since the epoch;

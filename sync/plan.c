@@ -297,6 +297,16 @@ static int plan_file(struct cycle *cy, struct file *f)
     case REC_RECREATE:
     case REC_UPDATE: {
         bool update = o.action == REC_UPDATE;
+        /* A backlog goes out a slice per round, store after store.  Only
+         * writes nothing else waits on are left for later: new content at a
+         * path no memory holds, and content changes that keep the path. */
+        bool independent = (o.action == REC_CREATE && !tk &&
+                            !remote_find_path(&cy->r, n->path)) ||
+                           (update && !o.send_path);
+        if (independent && !cy->final && cy->plan.sliced++ >= ENGINE_PUSH_SLICE) {
+            cy->plan.deferred++;
+            return rc;
+        }
         /* A cycle of renames sends the content to the memory at the path
          * instead (see cycle_target). */
         const struct cache_remote *x = update && o.send_path ? cycle_target(&cy->r, &cy->files, n)

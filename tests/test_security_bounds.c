@@ -73,6 +73,9 @@ Test(security_bounds, cycling_cursor_fails_each_sync_at_once)
 {
     sy_mount(false, "");
     sy_reset_stats();
+    /* No version feed: every sync lists the store. */
+    sy_fault("{\"action\":\"status\",\"status\":404,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
     cycle_fault();
     cr_expect(sy_wait_log("memory sync failed", "repeats a cursor", 2, 3 * WITHIN),
               "two syncs did not fail on the listing that goes round: %s",

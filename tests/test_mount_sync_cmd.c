@@ -1,0 +1,156 @@
+/* test_mount_sync_cmd.c - memstorefs sync [PATH... | --all] [--wait]
+ * (issue 11): with --wait it returns only once the server has the edit,
+ * and exits 3 listing what it could not push; without it, it returns at
+ * once and the sync follows; a path inside a mount names that mount; bad
+ * usage and paths that are no mount get clear errors.  And the final sync
+ * at unmount costs requests in proportion to what is dirty, not to the
+ * store's size (no listing). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+#define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
+
+static void setup(void)
+{
+    const char *seed[] = {"/notes/a.md", "a one\n", "/b.md", "b one\n", NULL};
+    sy_start(seed);
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_sync_cmd, .init = setup, .fini = teardown, .timeout = 180);
+
+static long total(void)
+{
+    struct tresp r;
+    cr_assert_eq(t_admin(&E.msd, "GET", "/admin/stats", NULL, &r), 0);
+    long n = (long)tj_num(r.json, "total");
+    tresp_free(&r);
+    return n;
+}
+
+Test(mount_sync_cmd, wait_returns_once_the_server_has_the_edit)
+{
+    sy_mount(false, "--sync-interval 3600");
+    cr_assert_eq(sy_run(NULL, "echo a two > notes/a.md"), 0);
+    char *out = NULL;
+    int rc = sy_run(&out, "$MFS sync \"$PWD\" --wait");
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "synced; pushed 1,"), "%s", out);
+    free(out);
+    /* No polling: it is there the moment the command returned. */
+    char *c = sy_content("/notes/a.md");
+    cr_expect_str_eq(c, "a two\n");
+    free(c);
+
+    /* A path inside the mount, relative, from a directory of it. */
+    cr_assert_eq(sy_run(NULL, "echo b two > b.md"), 0);
+    rc = sy_run(&out, "cd notes && $MFS sync . --wait");
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    c = sy_content("/b.md");
+    cr_expect_str_eq(c, "b two\n");
+    free(c);
+}
+
+Test(mount_sync_cmd, wait_exits_3_listing_what_was_not_pushed)
+{
+    sy_mount(false, "--sync-interval 3600");
+    /* A NUL byte: the server cannot take it; the file stays local. */
+    cr_assert_eq(sy_run(NULL, "printf 'x\\0y' > bin.md"), 0);
+    char *out = NULL;
+    int rc = sy_run(&out, "$MFS sync --all --wait");
+    cr_expect_eq(rc, 3, "%s", out);
+    cr_expect(strstr(out, "not pushed") && strstr(out, "bin.md"), "%s", out);
+    free(out);
+    char *c = sy_content("/bin.md");
+    cr_expect_null(c, "a refused file reached the server");
+    free(c);
+    /* Once fixed, the next sync pushes it and says all is well. */
+    cr_assert_eq(sy_run(NULL, "echo fine > bin.md"), 0);
+    rc = sy_run(&out, "$MFS sync --all --wait");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    c = sy_content("/bin.md");
+    cr_expect_str_eq(c, "fine\n");
+    free(c);
+}
+
+Test(mount_sync_cmd, without_wait_it_returns_at_once)
+{
+    sy_mount(false, "--sync-interval 3600");
+    /* Every write takes 3 s at the server. */
+    sy_fault("{\"action\":\"latency\",\"latency_ms\":3000,\"count\":0,\"method\":\"POST\"}");
+    cr_assert_eq(sy_run(NULL, "echo b three > b.md"), 0);
+    char *out = NULL;
+    int rc = sy_run(&out, "$MFS sync --all");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    char *c = sy_content("/b.md");
+    cr_expect_str_eq(c, "b one\n", "the command waited for the write");
+    free(c);
+    const char *want[] = {"/notes/a.md", "a one\n", "/b.md", "b three\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the kicked sync did not push: %s", last);
+    free(last);
+}
+
+Test(mount_sync_cmd, bad_usage_and_paths_that_are_no_mount)
+{
+    sy_mount(false, "--sync-interval 3600");
+    char *out = NULL;
+    cr_expect_eq(sy_run(&out, "$MFS sync --all \"$PWD\""), 2, "%s", out);
+    free(out);
+    cr_expect_eq(sy_run(&out, "$MFS sync --bogus"), 2, "%s", out);
+    free(out);
+    cr_expect_eq(sy_run(&out, "$MFS sync /tmp --wait"), 1, "%s", out);
+    cr_expect(strstr(out, "/tmp is not a memstorefs mount"), "%s", out);
+    free(out);
+    /* A name that only starts like the mount point is not inside it. */
+    cr_expect_eq(sy_run(&out, "$MFS sync \"$PWD\"x --wait"), 1, "%s", out);
+    free(out);
+}
+
+Test(mount_sync_cmd, the_final_sync_costs_what_is_dirty)
+{
+    /* A store of 400 memories: a listing is 4 pages.  Written two minutes
+     * "ago" (memstored's clock), out of the feed's window. */
+    struct tresp r;
+    cr_assert_eq(t_admin(&E.msd, "POST", "/admin/clock", "{\"offset_ms\":-120000}", &r), 0);
+    tresp_free(&r);
+    for (int i = 0; i < 400; i++) {
+        char p[32], body[32];
+        snprintf(p, sizeof(p), "/big/m%03d.md", i);
+        snprintf(body, sizeof(body), "m %d\n", i);
+        char *id = t_create_memory(&E.msd, store, p, body);
+        cr_assert_not_null(id);
+        free(id);
+    }
+    cr_assert_eq(t_admin(&E.msd, "POST", "/admin/clock", "{}", &r), 0);
+    tresp_free(&r);
+    sy_mount(false, "--sync-interval 3600");
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "echo changed > big/m007.md && echo changed > big/m123.md"), 0);
+    sy_reset_stats();
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS unmount '%s'", mnt);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    /* The feed (one page) and two writes; never the listing. */
+    struct tresp st;
+    cr_assert_eq(t_admin(&E.msd, "GET", "/admin/stats", NULL, &st), 0);
+    cr_expect_eq(t_route_count(&E.msd, LIST_ROUTE), 0, "the final sync listed the store: %s", st.body);
+    tresp_free(&st);
+    cr_expect_leq(total(), 4, "the final sync of 2 dirty files made %ld requests", total());
+    char *c = sy_content("/big/m123.md");
+    cr_expect_str_eq(c, "changed\n");
+    free(c);
+}

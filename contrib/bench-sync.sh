@@ -104,13 +104,15 @@ drain() {
   local mfs=$1 mnt=$W/mnt-drain-$RANDOM cache=$W/cache-drain-$RANDOM t0 t1 r0 r1 m0 m1
   "$mfs" mount --store "$(store_of drain):$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
   for i in $(seq 1 "$DRAIN"); do printf 'dirty %d\n' "$i" >"$mnt/f$i.md"; done
-  r0=$(total); m0=$(cpu_ms "$MSD_PID"); t0=$(now)
+  local pid d0 d1
+  pid=$(daemon_pid)
+  r0=$(total); m0=$(cpu_ms "$MSD_PID"); d0=$(cpu_ms "$pid"); t0=$(now)
   "$mfs" sync --all --wait >/dev/null 2>&1 || true
-  t1=$(now); r1=$(total); m1=$(cpu_ms "$MSD_PID")
-  py "w = $t1 - $t0; print(f'{w:.2f} {$r1 - $r0} {$DRAIN / w:.0f} {100 * ($m1 - $m0) / 1000 / w:.0f}')"
+  t1=$(now); r1=$(total); m1=$(cpu_ms "$MSD_PID"); d1=$(cpu_ms "$pid")
+  py "w = $t1 - $t0; print(f'{w:.2f} {$r1 - $r0} {$DRAIN / w:.0f} {100 * ($m1 - $m0) / 1000 / w:.0f} {100 * ($d1 - $d0) / 1000 / w:.0f}')"
   "$mfs" unmount --all >/dev/null 2>&1 || true
 }
-read -r D_S D_REQ D_RATE D_MSD <<<"$(drain "$MFS")"
+read -r D_S D_REQ D_RATE D_MSD D_MFS <<<"$(drain "$MFS")"
 
 printf '%-52s %12s %12s' "idle sync (per sync, per store)" "feed" "listing"
 [ -n "${BASELINE:-}" ] && printf ' %12s' "baseline"
@@ -128,3 +130,4 @@ printf '%-52s %12s\n' "drain of $DRAIN dirty files: time (s)" "$D_S"
 printf '%-52s %12s\n' "drain of $DRAIN dirty files: requests" "$D_REQ"
 printf '%-52s %12s\n' "drain of $DRAIN dirty files: files/s" "$D_RATE"
 printf '%-52s %12s\n' "drain: memstored busy (% of one core)" "$D_MSD"
+printf '%-52s %12s\n' "drain: memstorefs busy (% of one core)" "$D_MFS"

@@ -228,6 +228,16 @@ static int find_remote(struct cycle *cy, struct api_list *list, struct cache_rem
     struct syncer *s = cy->s;
     struct sstore *st = cy->st;
     *idle = false;
+    /* The next slice of a backlog, right after the last: the store is as
+     * the cache last saw it (a change since is caught by the writes'
+     * preconditions, and read at the next pull, an interval at most
+     * after the last).  Re-reading the feed for every slice would page
+     * through our own writes again and again. */
+    if (cy->continuing && feed_usable(s, st, mono_s()) &&
+        mono_s() - st->feed.last_read_s < (int64_t)s->o.interval_s) {
+        int rc = feed_view(s, st, fr, list); /* fr empty: nothing to commit */
+        return rc ? rc : engine_filter(s, st, list, rl, nr, why, whylen);
+    }
     if (feed_usable(s, st, mono_s())) {
         int rc = feed_read(s, st, st->known, fr, why, whylen);
         /* No feed after all (404), or too many failures: list instead. */
@@ -271,6 +281,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
     bool idle = false;
 
     pthread_mutex_lock(&st->cycle_lock);
+    cy.continuing = st->backlog;
     st->backlog = false;
     if (st->disabled) {
         pthread_mutex_unlock(&st->cycle_lock);

@@ -73,6 +73,7 @@ struct cycle {
     struct files files;
     struct tombs tombs;
     struct sents sent;
+    bool continuing;      /* the last sync of the store left a backlog */
     struct plan plan;
     struct syncer_report rep;
     uint64_t *reverted; /* nodes sent back to their baseline (kernel pages) */

@@ -28,6 +28,7 @@ struct feed {
     struct feed_seen *seen; /* versions read at or after mark - overlap, by id */
     size_t n_seen;
     int64_t last_full_s; /* CLOCK_MONOTONIC seconds of the last full listing */
+    int64_t last_read_s; /* ... and of the last read applied (listing or feed) */
     struct api_list extra; /* memories the feed named that the cache has not taken */
 };
 

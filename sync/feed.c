@@ -265,6 +265,9 @@ void feed_commit(struct sstore *st, struct feed_read *fr)
     qsort(fd->seen, fd->n_seen, sizeof(*fd->seen), cmp_seen);
     fd->mark_ns = fr->mark_ns;
     fd->failures = 0;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    fd->last_read_s = (int64_t)t.tv_sec;
 }
 
 int feed_head(struct syncer *s, struct sstore *st, struct feed_read *head)

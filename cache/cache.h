@@ -173,6 +173,17 @@ struct cache_missing {
 int cache_missing_content(struct cache *c, const char *store_id, struct cache_missing **out,
                           size_t *n);
 
+/* The store's files by top-level directory ("/notes/"; "/" for the files
+ * at the root): how many there are and how many lack their content.  For
+ * the bulk prefetch, which lists a directory with its content when most
+ * of it is missing. */
+struct cache_content_group {
+    char prefix[1040];
+    uint64_t files, missing;
+};
+int cache_content_groups(struct cache *c, const char *store_id,
+                         struct cache_content_group **out, size_t *n);
+
 /* Drops blobs that no node references (after a store's tree is loaded). */
 int cache_gc_blobs(struct cache *c);
 

@@ -306,6 +306,43 @@ static int fill_missing(sqlite3_stmt *st, void *item)
     return 0;
 }
 
+static int fill_group(sqlite3_stmt *st, void *item)
+{
+    struct cache_content_group *g = item;
+    copy_text(g->prefix, sizeof(g->prefix), st, 0);
+    g->files = (uint64_t)sqlite3_column_int64(st, 1);
+    g->missing = (uint64_t)sqlite3_column_int64(st, 2);
+    return 0;
+}
+
+int cache_content_groups(struct cache *c, const char *store_id,
+                         struct cache_content_group **out, size_t *n)
+{
+    sqlite3_stmt *st;
+    void *items = NULL;
+    *out = NULL;
+    *n = 0;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT CASE WHEN instr(substr(path, 2), '/') > 0"
+                           " THEN substr(path, 1, instr(substr(path, 2), '/') + 1) ELSE '/' END AS g,"
+                           " count(*), sum(NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))"
+                           " FROM nodes WHERE store = ? AND is_dir = 0 AND unlinked = 0"
+                           " AND memory_id IS NOT NULL AND sha IS NOT NULL GROUP BY g ORDER BY g",
+                    &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = db_collect(c, st, sizeof(**out), &items, n, fill_group, "content groups");
+        *out = items;
+    }
+    db_unlock(c);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
 int cache_missing_content(struct cache *c, const char *store_id, struct cache_missing **out,
                           size_t *n)
 {

@@ -1,102 +1,211 @@
 #!/usr/bin/env bash
-# Benchmarks of memstorefs, as ratios measured in one run (never timed
-# assertions): each workload runs on a memstorefs mount and on a tmpfs
-# directory on the same machine at the same time, and the ratio is what is
-# reported.  Also: mount time as the store grows, one sync with nothing
-# changed and with k dirty files (requests counted at memstored), and the
-# daemon's memory.  BASELINE=/path/to/other/memstorefs adds a column with
-# that build's ratios (this build vs the last).
-# Then what a sync costs (contrib/bench-sync.sh: requests and CPU per idle
-# sync of stores of 2,000 and 10,000 memories, a drain of 2,000 dirty
-# files); SYNC=0 leaves that part out.
-#   contrib/bench.sh [FILES]      (default 500 files of ~1 KiB)
+# Benchmarks of memstorefs, as figures and ratios measured in one run (never
+# timed assertions): each file workload runs on a memstorefs mount, on a
+# tmpfs directory and on libfuse's passthrough_ll example over tmpfs (the
+# reference FUSE file system, built here from libfuse3-dev's examples), one
+# after the other on the same machine; each figure is the median of 3 runs.
+#   - create 1,000 files of 4 KiB (open, write, close): files/s and ratios;
+#   - overwrite those 1,000 files; sed -i on 200 files of the store;
+#   - open/read/close of every file of the store, warm; ls -lR, warm; cat
+#     of every file, warm;
+#   - a cold mount with 50 ms of latency on every request: the time until
+#     every file's content is local, and the requests it took;
+#   - mount times, the downloads of a warm remount, the daemon's memory.
+# BASELINE=/path/to/other/memstorefs runs the memstorefs rows again with
+# that build (this build vs the last).  Then what a sync costs
+# (contrib/bench-sync.sh); SYNC=0 leaves that part out.
+#   contrib/bench.sh [FILES]      (default 2000 documents, mean 9 KiB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOP=$PWD
 BUILD=${BUILD_DIR:-build}
 MSD=$TOP/$BUILD/contrib/memstored/memstored
-N=${1:-500}
-[ -x "$MSD" ] && [ -x "$TOP/$BUILD/fs/memstorefs" ] || {
+MFS=$TOP/$BUILD/fs/memstorefs
+FSOPS=$TOP/$BUILD/contrib/mfs_fsops
+N=${1:-2000}
+[ -x "$MSD" ] && [ -x "$MFS" ] && [ -x "$FSOPS" ] || {
   echo "build first: cmake -S . -B $BUILD && cmake --build $BUILD" >&2; exit 1; }
+PT_SRC=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
 
 W=$(mktemp -d /tmp/mfs-bench-XXXXXX)
+chmod 700 "$W"
 TMPFS=$(mktemp -d /dev/shm/mfs-bench-XXXXXX)
+PT_SRCDIR=$(mktemp -d /dev/shm/mfs-bench-pt-XXXXXX)
+PT_MNT=$W/pt
 export MEMSTOREFS_RUNTIME_DIR=$W/run ANTHROPIC_API_KEY=bench-key
-MSD_PID=""
+mkdir -p "$W/run" && chmod 700 "$W/run"
+MSD_PID="" PT_PID=""
 cleanup() {
-  for b in "$TOP/$BUILD/fs/memstorefs" ${BASELINE:-}; do "$b" unmount --all >/dev/null 2>&1 || true; done
+  for b in "$MFS" ${BASELINE:-}; do "$b" unmount --all >/dev/null 2>&1 || true; done
+  if [ -n "$PT_PID" ]; then fusermount3 -u "$PT_MNT" 2>/dev/null || true; kill "$PT_PID" 2>/dev/null || true; fi
   [ -n "$MSD_PID" ] && kill "$MSD_PID" 2>/dev/null || true
-  rm -rf "$W" "$TMPFS"
+  rm -rf "$W" "$TMPFS" "$PT_SRCDIR"
 }
 trap cleanup EXIT
 
 now() { date +%s.%N; }
-secs() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.3f}')" "$1" "$2"; }
-ratio() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f'{a / b:.2f}' if b > 0 else 'n/a')" "$1" "$2"; }
+py() { python3 -c "$@"; }
+secs() { py "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.4f}')" "$1" "$2"; }
+median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+ratio() { py "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f'{a / b:.2f}' if b > 0 else 'n/a')" "$1" "$2"; }
 timed() { local t0; t0=$(now); "$@" >/dev/null 2>&1; secs "$t0" "$(now)"; }
+fsecs() { "$FSOPS" "$@" | sed -n 's/^secs=\([^ ]*\).*/\1/p'; }
 
-# The store: N files in 10 directories.
+# The store: N documents in N/100 directories, 1 to 17 KiB (mean 9 KiB).
 mkdir -p "$W/seed"
-for i in $(seq 0 $((N - 1))); do
-  d="$W/seed/d$((i % 10))"; mkdir -p "$d"
-  head -c 1024 /dev/zero | tr '\0' "$(printf "\\$(printf '%03o' $((97 + i % 26)))")" >"$d/m$i.md"
-done
+py "
+import os, random
+random.seed(7)
+for i in range($N):
+    d = os.path.join('$W/seed', 'd%d' % (i // 100))
+    os.makedirs(d, exist_ok=True)
+    size = random.randint(1024, 17 * 1024)
+    line = ('memory %d: ' % i) + 'lorem ipsum dolor sit amet ' * 4 + '\n'
+    with open(os.path.join(d, 'm%d.md' % i), 'w') as f:
+        f.write((line * (size // len(line) + 1))[:size - 1] + '\n')
+"
 cp -r "$W/seed/." "$TMPFS/"
+cp -r "$W/seed/." "$PT_SRCDIR/"
 "$MSD" --listen 127.0.0.1:0 --db "$W/msd.db" --api-key bench-key --admin-key bench-admin \
   --seed "bench=$W/seed" >"$W/msd.out" 2>"$W/msd.log" &
 MSD_PID=$!
-for _ in $(seq 200); do grep -q '^listening' "$W/msd.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q '^listening' "$W/msd.out" 2>/dev/null && break; sleep 0.1; done
 export ANTHROPIC_BASE_URL; ANTHROPIC_BASE_URL=$(sed -n 's/^listening url=//p' "$W/msd.out")
 STORE=$(sed -n 's/^seeded name=bench id=\([^ ]*\).*/\1/p' "$W/msd.out")
-admin() { curl -s -X "$1" -H 'x-admin-key: bench-admin' "$ANTHROPIC_BASE_URL$2"; }
-downloads() { admin GET /admin/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["routes"].get("GET /v1/memory_stores/{id}/memories/{id}", 0))'; }
+admin() { curl -s -X "$1" -H 'x-admin-key: bench-admin' "$ANTHROPIC_BASE_URL$2" ${3:+-d "$3"}; }
+total() { admin GET /admin/stats | py 'import json,sys; print(json.load(sys.stdin)["total"])'; }
+downloads() { admin GET /admin/stats | py 'import json,sys; r = json.load(sys.stdin)["routes"]; print(r.get("GET /v1/memory_stores/{id}/memories/{id}", 0))'; }
 
-read_all() { for _ in 1 2 3 4 5; do cat "$1"/d*/*.md >/dev/null; done; }
-write_small() { for i in $(seq 1 200); do printf 'note %d\n' "$i" >"$1/w$i.md"; done; }
-grep_all() { grep -r -l zzz "$1" || true; }
+# The reference FUSE file system.
+PT=""
+if [ -f "$PT_SRC" ] && cc -O2 -o "$W/passthrough_ll" "$PT_SRC" $(pkg-config fuse3 --cflags --libs) 2>"$W/pt-cc.log"; then
+  mkdir -p "$PT_MNT"
+  "$W/passthrough_ll" -f -o source="$PT_SRCDIR" "$PT_MNT" 2>"$W/pt.log" &
+  PT_PID=$!
+  for _ in $(seq 100); do mountpoint -q "$PT_MNT" && break; sleep 0.1; done
+  mountpoint -q "$PT_MNT" && PT=$PT_MNT
+fi
+[ -n "$PT" ] || echo "(passthrough_ll not available: $PT_SRC missing or not built; its column is n/a)" >&2
 
-bench_one() { # $1 = memstorefs binary; prints ratios
-  local mfs=$1 mnt=$W/mnt-$RANDOM cache=$W/cache-$RANDOM t0 t1
+# The workloads on one directory D; each sets a global (seconds).
+list_files() { find "$1" -name 'm*.md' -type f | sort >"$W/list-$2"; }
+w_create() { rm -f "$1"/w/c*.md; mkdir -p "$1/w"; fsecs create "$1/w" 1000 4096; }
+w_overwrite() { fsecs overwrite "$1/w" 1000 4096; }
+w_sed() { local t0; t0=$(now); for f in $(head -200 "$W/list-$2"); do sed -i 's/lorem/LOREM/' "$f"; done; secs "$t0" "$(now)"; }
+w_read() { fsecs read "$W/list-$2"; }
+w_ls() { timed ls -lR "$1"; }
+w_cat() { local t0; t0=$(now); xargs -a "$W/list-$2" cat >/dev/null; secs "$t0" "$(now)"; }
+
+# run3 NAME DIR TAG: median of 3 runs of w_NAME.
+run3() { local a b c; a=$("w_$1" "$2" "$3"); b=$("w_$1" "$2" "$3"); c=$("w_$1" "$2" "$3"); median "$a" "$b" "$c"; }
+
+# All the file workloads on DIR; results in R_<name>[TAG].
+declare -A R_create R_overwrite R_sed R_read R_ls R_cat
+workloads() { # DIR TAG
+  local d=$1 t=$2
+  list_files "$d" "$t"
+  w_read "$d" "$t" >/dev/null # warm: content local, kernel caches filled
+  w_ls "$d" "$t" >/dev/null
+  R_create[$t]=$(run3 create "$d" "$t")
+  R_overwrite[$t]=$(run3 overwrite "$d" "$t")
+  R_sed[$t]=$(run3 sed "$d" "$t")
+  R_read[$t]=$(run3 read "$d" "$t")
+  R_ls[$t]=$(run3 ls "$d" "$t")
+  R_cat[$t]=$(run3 cat "$d" "$t")
+  rm -rf "${d:?}/w"
+}
+
+# Cold mount with 50 ms on every request: until every file's content is
+# local (status: content cached = total); the requests it took.
+cold_latency() { # MFS
+  local mfs=$1 mnt=$W/mnt-lat-$RANDOM cache=$W/cache-lat-$RANDOM t0 t1 r0 c
+  admin POST /admin/faults '{"action":"latency","latency_ms":50,"count":0}' >/dev/null
+  r0=$(total); t0=$(now)
+  "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
+  for _ in $(seq 1200); do
+    c=$("$mfs" status --json 2>/dev/null | py 'import json,sys
+for l in sys.stdin:
+    o = json.loads(l)
+    print("done" if o.get("content_missing", 1) == 0 else "")' || true)
+    [ "$c" = done ] && break
+    sleep 0.05
+  done
+  t1=$(now)
+  LAT_S=$(secs "$t0" "$t1"); LAT_REQ=$(( $(total) - r0 ))
+  admin DELETE /admin/faults >/dev/null
+  "$mfs" unmount --all >/dev/null 2>&1 || true
+}
+
+declare -A MOUNT_S REMOUNT_S REMOUNT_REQ RSS_KB LAT LATREQ
+bench_mfs() { # MFS TAG
+  local mfs=$1 t=$2 mnt=$W/mnt-$RANDOM cache=$W/cache-$RANDOM t0
   t0=$(now)
   "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
-  t1=$(now)
-  MOUNT_S=$(secs "$t0" "$t1")
-  cat "$mnt"/d*/*.md >/dev/null # first reads: fetch what the prefetch has not
-  READ_R=$(ratio "$(timed read_all "$mnt")" "$(timed read_all "$TMPFS")")
-  GREP_R=$(ratio "$(timed grep_all "$mnt")" "$(timed grep_all "$TMPFS")")
-  WRITE_R=$(ratio "$(timed write_small "$mnt")" "$(timed write_small "$TMPFS")")
-  RSS_KB=$(ps -o rss= -p "$(sed -n 's/^pid=//p' "$W"/run/store-*.lock | head -1)" | tr -d ' ')
-  "$mfs" unmount --all >/dev/null 2>&1
-  rm -f "$TMPFS"/w*.md
+  MOUNT_S[$t]=$(secs "$t0" "$(now)")
+  workloads "$mnt" "$t"
+  RSS_KB[$t]=$(ps -o rss= -p "$(sed -n 's/^pid=//p' "$W"/run/store-*.lock | head -1)" | tr -d ' ')
+  "$mfs" unmount --all >/dev/null 2>&1 || true
   # Mount again on the same cache: nothing is downloaded again.
   admin POST /admin/stats/reset >/dev/null
   t0=$(now)
   "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
-  REMOUNT_S=$(secs "$t0" "$(now)")
+  REMOUNT_S[$t]=$(secs "$t0" "$(now)")
   sleep 1
-  REMOUNT_REQ=$(downloads)
-  "$mfs" unmount --all >/dev/null 2>&1
+  REMOUNT_REQ[$t]=$(downloads)
+  "$mfs" unmount --all >/dev/null 2>&1 || true
+  cold_latency "$mfs"
+  LAT[$t]=$LAT_S; LATREQ[$t]=$LAT_REQ
 }
 
-bench_one "$TOP/$BUILD/fs/memstorefs"
-printf '%-44s %10s\n' "memstorefs benchmark ($N files of 1 KiB)" "this build"
-printf '%-44s %10s\n' "warm reads, mount / tmpfs (x slower)" "$READ_R"
-printf '%-44s %10s\n' "grep -r, mount / tmpfs" "$GREP_R"
-printf '%-44s %10s\n' "200 small writes, mount / tmpfs" "$WRITE_R"
-printf '%-44s %10s\n' "mount time, cold cache (s)" "$MOUNT_S"
-printf '%-44s %10s\n' "mount time, warm cache (s)" "$REMOUNT_S"
-printf '%-44s %10s\n' "content downloads of a warm mount" "$REMOUNT_REQ"
-printf '%-44s %10s\n' "daemon RSS after the workloads (KiB)" "$RSS_KB"
-if [ -n "${BASELINE:-}" ]; then
-  B=("$READ_R" "$GREP_R" "$WRITE_R" "$MOUNT_S" "$REMOUNT_S")
-  bench_one "$BASELINE"
-  printf '\n%-44s %10s %10s\n' "this build vs BASELINE" "this" "baseline"
-  printf '%-44s %10s %10s\n' "warm reads ratio" "${B[0]}" "$READ_R"
-  printf '%-44s %10s %10s\n' "grep -r ratio" "${B[1]}" "$GREP_R"
-  printf '%-44s %10s %10s\n' "small writes ratio" "${B[2]}" "$WRITE_R"
-  printf '%-44s %10s %10s\n' "mount time, cold (s)" "${B[3]}" "$MOUNT_S"
-  printf '%-44s %10s %10s\n' "mount time, warm (s)" "${B[4]}" "$REMOUNT_S"
-fi
+workloads "$TMPFS" tmpfs
+[ -n "$PT" ] && workloads "$PT" pt
+bench_mfs "$MFS" mfs
+[ -n "${BASELINE:-}" ] && bench_mfs "$BASELINE" base
+
+rate() { py "import sys; print(f'{float(sys.argv[2]) / float(sys.argv[1]):.0f}')" "$1" "$2"; }
+col() { # NAME TAG: seconds and ratios against tmpfs and passthrough_ll
+  local -n arr=$1
+  local v=${arr[$2]:-} pt=${arr[pt]:-}
+  [ -n "$v" ] || { printf '%10s %10s %10s' n/a n/a n/a; return; }
+  printf '%10s %10s %10s' "$v" "$(ratio "$v" "${arr[tmpfs]}")" "$([ -n "$pt" ] && ratio "$v" "$pt" || echo n/a)"
+}
+row() { # LABEL NAME
+  printf '%-36s' "$1"; col "$2" mfs
+  [ -n "${BASELINE:-}" ] && col "$2" base
+  printf '\n'
+}
+printf 'memstorefs benchmark: %d documents, mean 9 KiB; medians of 3\n' "$N"
+printf 'time in seconds; x tmpfs and x pt = that time / the time on tmpfs, on passthrough_ll (lower is better)\n'
+printf '%-36s %10s %10s %10s' "" "secs" "x tmpfs" "x pt"
+[ -n "${BASELINE:-}" ] && printf ' %10s %10s %10s' "base secs" "x tmpfs" "x pt"
+printf '\n'
+row "create 1,000 x 4 KiB" R_create
+row "overwrite 1,000 files" R_overwrite
+row "sed -i on 200 files" R_sed
+row "open/read/close every file, warm" R_read
+row "ls -lR, warm" R_ls
+row "cat of every file, warm" R_cat
+printf '%-36s %10s' "creates/s: memstorefs" "$(rate "${R_create[mfs]}" 1000)"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "$(rate "${R_create[base]}" 1000)"
+printf '\n%-36s %10s   passthrough_ll %s\n' "creates/s: tmpfs" "$(rate "${R_create[tmpfs]}" 1000)" \
+  "$([ -n "$PT" ] && rate "${R_create[pt]}" 1000 || echo n/a)"
+printf '%-36s %10s' "open/read/close per s: memstorefs" "$(rate "${R_read[mfs]}" "$N")"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "$(rate "${R_read[base]}" "$N")"
+printf '\n'
+printf '%-36s %10s' "cold mount, 50 ms latency: all local (s)" "${LAT[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${LAT[base]}"
+printf '\n%-36s %10s' "  ... requests it took" "${LATREQ[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${LATREQ[base]}"
+printf '\n%-36s %10s' "mount time, cold cache (s)" "${MOUNT_S[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${MOUNT_S[base]}"
+printf '\n%-36s %10s' "mount time, warm cache (s)" "${REMOUNT_S[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${REMOUNT_S[base]}"
+printf '\n%-36s %10s' "content downloads of a warm mount" "${REMOUNT_REQ[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${REMOUNT_REQ[base]}"
+printf '\n%-36s %10s' "daemon RSS after the workloads (KiB)" "${RSS_KB[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${RSS_KB[base]}"
+printf '\n'
+
 if [ "${SYNC:-1}" != 0 ]; then
   printf '\n'
   "$TOP/contrib/bench-sync.sh"

@@ -115,6 +115,27 @@ struct api_fetch {
 int api_memories_fetch(struct http_client *c, const char *store_id, struct api_fetch *f,
                        size_t n);
 
+/* Pages of view=full listings (20 memories with content a page) for many
+ * prefixes at once (api_pages.c): each call sends the next page of every
+ * request not done, in flight together.  A request lists path_prefix
+ * (ending with '/'), with depth1 only the memories directly in it; after
+ * the call, items holds that page's memories (content checked; malformed
+ * items left out, in items.skipped), err/e its error, and done is set at
+ * its last page or an error.  -ENOMEM or -EINVAL before any request. */
+struct api_page_req {
+    const char *path_prefix; /* in, borrowed */
+    bool depth1;             /* in */
+    char *cursor;            /* the next page (malloc'd; NULL: the first) */
+    bool done;
+    int pages;               /* pages read so far */
+    int err;
+    struct api_list items;
+    struct api_error e;
+};
+int api_pages_next(struct http_client *c, const char *store_id, struct api_page_req *r,
+                   size_t n);
+void api_page_req_clear(struct api_page_req *r);
+
 /* Single writes.  out (view=basic: no content) may be NULL. */
 int api_memory_create(struct http_client *c, const char *store_id, const char *path,
                       const char *content, size_t len, struct api_memory *out,

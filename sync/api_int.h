@@ -19,6 +19,11 @@ int apip_memory_doc(const char *body, size_t len, bool full, struct api_memory *
  * when there is no next page. */
 int apip_memory_page(const char *body, size_t len, struct api_list *acc, char **next_page,
                      const char **what);
+/* The same for a page of view=full: each memory's content is checked
+ * (size, hash); an item whose content does not pass is left out, in
+ * acc->skipped, like any malformed item. */
+int apip_memory_page_view(const char *body, size_t len, bool full, struct api_list *acc,
+                          char **next_page, const char **what);
 int apip_store_doc(const char *body, size_t len, struct api_store *s, const char **what);
 /* {"type":"memory_deleted",...}: checks it is an object of that type. */
 int apip_deleted_doc(const char *body, size_t len, const char **what);

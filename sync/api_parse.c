@@ -288,6 +288,12 @@ static int skip_push(struct api_list *acc, const cJSON *it, const char *why)
 int apip_memory_page(const char *body, size_t len, struct api_list *acc, char **next_page,
                      const char **what)
 {
+    return apip_memory_page_view(body, len, false, acc, next_page, what);
+}
+
+int apip_memory_page_view(const char *body, size_t len, bool full, struct api_list *acc,
+                          char **next_page, const char **what)
+{
     *next_page = NULL;
     cJSON *root = parse_doc(body, len, what);
     if (!root)
@@ -314,7 +320,7 @@ int apip_memory_page(const char *body, size_t len, struct api_list *acc, char **
             continue; /* memory_prefix rollups (and future kinds) */
         struct api_memory m;
         const char *why = NULL;
-        if ((rc = parse_memory(it, NULL, 0, false, &m, &why))) {
+        if ((rc = parse_memory(it, NULL, 0, full, &m, &why))) {
             if (rc != -EPROTO || (rc = skip_push(acc, it, why)))
                 goto out;
             continue;

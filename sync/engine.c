@@ -28,7 +28,6 @@
 
 #include "engine_int.h"
 
-#define PREFETCH_BATCH 32
 
 struct syncer *syncer_new(struct cache *c, struct http_client *h, const struct syncer_opts *o)
 {
@@ -215,7 +214,7 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
 
 /* Stores fetched bytes; -ESTALE when they are not the bytes of want_sha
  * (the memory changed again since it was listed). */
-static int keep_fetched(struct syncer *s, const struct api_memory *m, const char *want_sha)
+int engine_keep_fetched(struct syncer *s, const struct api_memory *m, const char *want_sha)
 {
     char sha[SHA256_HEX_LEN + 1];
     sha256_hex(m->content, m->content_len, sha);
@@ -231,7 +230,7 @@ int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *s
     struct api_fetch f = {.memory_id = memory_id};
     int rc = api_memories_fetch(s->h, st->id, &f, 1);
     if (!rc)
-        rc = keep_fetched(s, &f.mem, sha);
+        rc = engine_keep_fetched(s, &f.mem, sha);
     if (rc == -ESTALE) {
         /* The memory changed again since it was listed: the sync thread
          * brings the node to it at once (never from this FUSE thread,
@@ -241,61 +240,6 @@ int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *s
     api_memory_clear(&f.mem);
     api_error_clear(&f.e);
     return rc;
-}
-
-int engine_prefetch(struct syncer *s, int idx, size_t max)
-{
-    struct sstore *st = &s->v[idx];
-    struct cache_missing *miss = NULL;
-    size_t n = 0, all;
-    int rc = cache_missing_content(s->c, st->id, &miss, &n);
-    if (rc)
-        return rc;
-    all = n;
-    if (max && n > max)
-        n = max;
-    size_t fetched = 0, failed = 0;
-    for (size_t off = 0; off < n; off += PREFETCH_BATCH) {
-        pthread_mutex_lock(&s->lock);
-        bool stop = s->stop;
-        pthread_mutex_unlock(&s->lock);
-        if (stop)
-            break;
-        size_t m = n - off < PREFETCH_BATCH ? n - off : PREFETCH_BATCH;
-        struct api_fetch f[PREFETCH_BATCH];
-        memset(f, 0, sizeof(f));
-        for (size_t i = 0; i < m; i++)
-            f[i].memory_id = miss[off + i].memory_id;
-        api_memories_fetch(s->h, st->id, f, m);
-        for (size_t i = 0; i < m; i++) {
-            int r = f[i].err;
-            if (!r)
-                r = keep_fetched(s, &f[i].mem, miss[off + i].sha);
-            if (!r)
-                fetched++;
-            else if (r != -ENOENT && r != -ESTALE)
-                failed++;
-            api_memory_clear(&f[i].mem);
-            api_error_clear(&f[i].e);
-        }
-    }
-    free(miss);
-    /* Failures are retried after the next sync; what the slice left, in
-     * the next round (st->backlog). */
-    st->content_missing = failed > 0 || fetched + failed < all;
-    if (fetched && fetched + failed < all)
-        st->backlog = true;
-    if (failed) {
-        char nf[32];
-        snprintf(nf, sizeof(nf), "%zu", failed);
-        log_warn("failed to fetch memory content", "memory_store_id", st->id, "failed", nf);
-    }
-    if (fetched) {
-        char nb[32];
-        snprintf(nb, sizeof(nb), "%zu", fetched);
-        log_info("downloaded memories", "memory_store_id", st->id, "count", nb);
-    }
-    return 0;
 }
 
 void syncer_disable(struct syncer *s, int idx)

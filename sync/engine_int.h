@@ -111,6 +111,9 @@ void engine_notify(struct sstore *st, const struct cache_changes *ch);
 /* Downloads up to max (0: every) of the store's files whose bytes the cache
  * lacks; st->content_missing says whether any are left (or failed). */
 int engine_prefetch(struct syncer *s, int idx, size_t max);
+/* Stores fetched bytes; -ESTALE when they are not the bytes of want_sha
+ * (NULL: any). */
+int engine_keep_fetched(struct syncer *s, const struct api_memory *m, const char *want_sha);
 /* How much of a backlog one round of a store takes before the next store's
  * turn: files pushed (content-only writes) and files downloaded. */
 #define ENGINE_PUSH_SLICE 128

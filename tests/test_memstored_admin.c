@@ -241,6 +241,25 @@ Test(admin, method_and_path_filters)
     free(st);
 }
 
+Test(admin, query_filter)
+{
+    char *st = t_create_store(&srv, "s");
+    cr_assert_not_null(st);
+    add_fault("{\"action\":\"status\",\"status\":503,\"count\":0,\"method\":\"GET\","
+              "\"path\":\"/v1/memory_stores/*/memories\",\"query\":\"view=full\"}");
+    struct tresp r;
+    t_req(&srv, "GET", NULL, &r, "/v1/memory_stores/%s/memories?view=basic", st);
+    T_EXPECT_STATUS(&r, 200);
+    tresp_free(&r);
+    t_req(&srv, "GET", NULL, &r, "/v1/memory_stores/%s/memories", st);
+    T_EXPECT_STATUS(&r, 200);
+    tresp_free(&r);
+    t_req(&srv, "GET", NULL, &r, "/v1/memory_stores/%s/memories?limit=20&view=full", st);
+    T_EXPECT_ERROR(&r, 503, "api_error");
+    tresp_free(&r);
+    free(st);
+}
+
 Test(admin, first_matching_fault_wins)
 {
     add_fault("{\"action\":\"status\",\"status\":529,\"method\":\"DELETE\"}");

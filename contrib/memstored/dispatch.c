@@ -172,7 +172,7 @@ static void dispatch_v1(struct msd *srv, struct req *rq, struct reply *rp, bool 
     faults_count(srv->faults, rq->method, rt ? rt->tmpl : NULL);
 
     struct fault_hit hit;
-    faults_match(srv->faults, rq->method, rq->path, &hit);
+    faults_match(srv->faults, rq, rq->method, rq->path, &hit);
     *drop = false;
     if (hit.action == FAULT_CUT) {
         *drop = true; /* a dropped connection: nothing served */

@@ -31,6 +31,7 @@ struct fault {
     bool forever;   /* count 0 at creation */
     char method[16]; /* "" = any */
     char *glob;     /* NULL = any path; malloc'd */
+    char *query;    /* NULL = any query; else "KEY=VALUE" that must be in it */
 };
 
 struct route_count {
@@ -63,6 +64,7 @@ static void clear_faults(struct faults *f)
 {
     for (size_t i = 0; i < f->n; i++) {
         free(f->v[i].glob);
+        free(f->v[i].query);
         free(f->v[i].hit.body);
     }
     f->n = 0;
@@ -127,7 +129,22 @@ out:
     pthread_mutex_unlock(&f->lock);
 }
 
-void faults_match(struct faults *f, const char *method, const char *path, struct fault_hit *hit)
+/* Whether the request's query has KEY=VALUE (kv). */
+static bool query_has(const struct req *rq, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    char key[128];
+    size_t kl = eq ? (size_t)(eq - kv) : strlen(kv);
+    if (!rq || kl >= sizeof(key))
+        return false;
+    memcpy(key, kv, kl);
+    key[kl] = '\0';
+    const char *v = req_query(rq, key);
+    return v && (!eq || strcmp(v, eq + 1) == 0);
+}
+
+void faults_match(struct faults *f, const struct req *rq, const char *method, const char *path,
+                  struct fault_hit *hit)
 {
     memset(hit, 0, sizeof(*hit));
     pthread_mutex_lock(&f->lock);
@@ -137,12 +154,15 @@ void faults_match(struct faults *f, const char *method, const char *path, struct
             continue;
         if (ft->glob && fnmatch(ft->glob, path, 0) != 0)
             continue;
+        if (ft->query && !query_has(rq, ft->query))
+            continue;
         *hit = ft->hit;
         hit->body = ft->hit.body ? strdup(ft->hit.body) : NULL;
         if (ft->hit.body && !hit->body) /* ENOMEM: answer 500 rather than a wrong body */
             *hit = (struct fault_hit){.action = FAULT_STATUS, .status = 500};
         if (!ft->forever && --ft->count <= 0) {
             free(ft->glob);
+            free(ft->query);
             free(ft->hit.body);
             memmove(&f->v[i], &f->v[i + 1], (f->n - i - 1) * sizeof(*ft));
             f->n--;
@@ -194,11 +214,12 @@ static int int_field(struct reply *rp, const cJSON *body, const char *key, long 
 static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
 {
     cJSON *body = NULL;
-    const char *action, *method, *glob;
+    const char *action, *method, *glob, *query;
     struct fault ft = {0};
     long status = 0, latency = 0, count = 1, cycle = 0, items = 0;
     if (body_object(rq, rp, false, &body) || jfield_str(rp, body, "action", &action) ||
         jfield_str(rp, body, "method", &method) || jfield_str(rp, body, "path", &glob) ||
+        jfield_str(rp, body, "query", &query) ||
         int_field(rp, body, "status", 100, 599, &status) ||
         int_field(rp, body, "latency_ms", 0, 600000, &latency) ||
         int_field(rp, body, "count", 0, 1000000000, &count) ||
@@ -255,7 +276,8 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
     ft.count = count;
     ft.forever = count == 0;
     snprintf(ft.method, sizeof(ft.method), "%s", method ? method : "");
-    if (glob && !(ft.glob = strdup(glob))) {
+    if ((glob && !(ft.glob = strdup(glob))) || (query && !(ft.query = strdup(query)))) {
+        free(ft.glob);
         free(ft.hit.body);
         reply_errno(rp, -ENOMEM);
         goto out;
@@ -267,6 +289,7 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
         if (!v) {
             pthread_mutex_unlock(&f->lock);
             free(ft.glob);
+            free(ft.query);
             free(ft.hit.body);
             reply_errno(rp, -ENOMEM);
             goto out;

@@ -209,7 +209,8 @@ void faults_free(struct faults **f);
 /* Counts a /v1 request under route ("METHOD template" or NULL). */
 void faults_count(struct faults *f, const char *method, const char *route);
 /* First matching fault (its count goes down); FAULT_NONE when none. */
-void faults_match(struct faults *f, const char *method, const char *path, struct fault_hit *hit);
+void faults_match(struct faults *f, const struct req *rq, const char *method, const char *path,
+                  struct fault_hit *hit);
 /* A pages fault's answer to a memories list: `items` made-up memories and
  * a next_page cursor "page_loop<k+1>" (k from the request's page, modulo
  * cycle when cycle > 0): a server whose listing never ends. */

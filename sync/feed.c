@@ -345,7 +345,8 @@ int feed_view(struct syncer *s, struct sstore *st, struct feed_read *fr, struct 
     free(ids);
     for (size_t j = 0; !rc && j < fr->changes.n; j++) {
         const struct api_memory *m = &fr->changes.items[j];
-        rc = api_list_add(view, m->id, m->path, m->sha, m->size, m->updated_ns);
+        rc = api_list_add_version(view, m->id, m->path, m->sha, m->size, m->updated_ns,
+                                  m->version_id);
     }
     for (size_t j = 0; !rc && j < st->feed.extra.n; j++) {
         const struct api_memory *m = &st->feed.extra.items[j];

@@ -156,6 +156,10 @@ int hist_log(struct daemon *d, struct fs_store *s, const char *rel, bool json, F
                      "the memories deleted under one", s->mount_path, rel);
             return -EISDIR;
         }
+        /* A new file where a synced one was removed takes its memory over
+         * at the next sync (plan.c): that memory's history is its own. */
+        if (!mem[0] && cache_deletion_at(d->cache, s->id, rel, mem) == 0)
+            snprintf(note, sizeof(note), " (a new file here takes it over at the next sync)");
         if (!mem[0]) {
             snprintf(why, whylen, "%s%s has no history yet: it was never synced to the store "
                      "('memstorefs sync --wait' pushes it)", s->mount_path, rel);

@@ -8,8 +8,7 @@
  *   2. the marker (its name at the root): EPERM;
  *   3. operations no memory can represent: EPERM (symlink, link, device
  *      or FIFO mknod, a chmod/chown that changes anything); setting or
- *      removing an xattr is xattr.c's (EPERM for user.memstore.*, else
- *      ENOTSUP);
+ *      removing an xattr is xattr.c's (ENOTSUP);
  *   4. the cache's own checks: names (EINVAL, ENAMETOOLONG), EEXIST,
  *      ENOTEMPTY, EFBIG past 102,400 bytes, ...
  * Content goes through the inode's shared buffer (openfile.c) and reaches

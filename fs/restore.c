@@ -69,9 +69,10 @@ static int make_parents(struct daemon *d, struct fs_store *s, const struct sync_
     for (const char *slash; (slash = strchr(seg, '/')); seg = slash + 1) {
         char name[MEM_PATH_MAX_BYTES + 1];
         snprintf(name, sizeof(name), "%.*s", (int)(slash - seg), seg);
-        struct cnode n;
+        struct cnode n = {0};
         int rc = cache_lookup(d->cache, dir, name, &n);
         if (rc == -ENOENT) {
+            cnode_clear(&n);
             rc = cache_create(d->cache, dir, name, true, now_ns(), &n);
             if (!rc)
                 nt->entry_new(nt->arg, dir, name);
@@ -79,8 +80,7 @@ static int make_parents(struct daemon *d, struct fs_store *s, const struct sync_
             rc = -ENOTDIR;
         }
         if (rc) {
-            if (rc != -ENOENT)
-                cnode_clear(&n);
+            cnode_clear(&n);
             return rc;
         }
         dir = n.ino;

@@ -7,12 +7,15 @@
  *   user.memstore.sha256      SHA-256 of the content the cache holds
  *   user.memstore.state       clean | dirty | refused | conflict
  *
- * Directories and the marker have none.  Setting or removing a
- * user.memstore.* attribute is EPERM (they describe the store, which a
- * file cannot change); any other attribute keeps the rule of the mount:
- * ENOTSUP (EROFS on a read-only store).  A getxattr of another name (the
- * kernel asks for security.capability before every write) is answered
- * ENODATA at once, without touching the cache. */
+ * Directories and the marker have none.  Setting or removing any
+ * attribute is ENOTSUP (EROFS on a read-only store), user.memstore.*
+ * included: they describe the store, which a file cannot change, and
+ * ENOTSUP is what tools that copy attributes (cp -a, rsync -X, tar
+ * --xattrs) take as "this filesystem keeps none" and pass over quietly,
+ * where EPERM would make them report an error for every file copied
+ * within a mount.  A getxattr of another name (the kernel asks for
+ * security.capability before every write) is answered ENODATA at once,
+ * without touching the cache. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -144,11 +147,11 @@ void xattr_set(fuse_req_t req, fuse_ino_t ino, const char *name, const char *val
                int flags)
 {
     struct fs_store *s = fuse_req_userdata(req);
-    fuse_reply_err(req, s->read_only ? EROFS : ours(name) ? EPERM : ENOTSUP);
+    fuse_reply_err(req, s->read_only ? EROFS : ENOTSUP);
 }
 
 void xattr_remove(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
     struct fs_store *s = fuse_req_userdata(req);
-    fuse_reply_err(req, s->read_only ? EROFS : ours(name) ? EPERM : ENOTSUP);
+    fuse_reply_err(req, s->read_only ? EROFS : ENOTSUP);
 }

@@ -396,4 +396,54 @@ int cache_refused_files(struct cache *c, const char *store_id, struct cache_refu
                         size_t *n);
 void cache_refused_free(struct cache_refused *v, size_t n);
 
+/* ---- History and recovery (cache/history.c) ---- */
+
+/* A version of a memory the daemon saw: memory_id held sha from
+ * version_id on, written at at_ns. */
+struct cache_vnote {
+    const char *memory_id, *sha, *version_id;
+    int64_t at_ns;
+};
+/* Records, per memory, the newest version seen of it (notes with a NULL
+ * or "" version_id are skipped). */
+int cache_versions_note(struct cache *c, const char *store_id, const struct cache_vnote *v,
+                        size_t n);
+/* Forgets the versions of memories no live file or pending deletion of
+ * the store has (after a full listing). */
+int cache_versions_prune(struct cache *c, const char *store_id);
+
+/* What the read-only extended attributes user.memstore.* of a file say. */
+enum cache_xstate {
+    CACHE_XSTATE_CLEAN,    /* as the store has it */
+    CACHE_XSTATE_DIRTY,    /* local changes not pushed yet */
+    CACHE_XSTATE_REFUSED,  /* content the server refused (cnode refused) */
+    CACHE_XSTATE_CONFLICT, /* a conflict record exists for its memory or path */
+};
+const char *cache_state_name(int state); /* "clean", "dirty", "refused", "conflict" */
+struct cache_file_history {
+    char memory_id[CACHE_ID_MAX];   /* "" for a file never synced */
+    char version_id[CACHE_ID_MAX];  /* the store version of its baseline, "" unknown */
+    int64_t updated_ns;             /* that version's time (ns), 0 unknown */
+    char sha[SHA256_HEX_LEN + 1];   /* hash of the content the cache holds */
+    int state;                      /* enum cache_xstate */
+};
+/* -ENOENT (no such node), -EISDIR (a directory). */
+int cache_file_history(struct cache *c, uint64_t ino, struct cache_file_history *out);
+
+/* The live file of the store that has memory_id (cnode_clear it); -ENOENT. */
+int cache_file_of_memory(struct cache *c, const char *store_id, const char *memory_id,
+                         struct cnode *out);
+/* The live node (file or directory) of the store at memory path path
+ * ("/" is the root; cnode_clear it); -ENOENT. */
+int cache_node_at(struct cache *c, const char *store_id, const char *path, struct cnode *out);
+/* The memory of the pending local deletion (tombstone) last at path; -ENOENT. */
+int cache_deletion_at(struct cache *c, const char *store_id, const char *path,
+                      char memory_id[CACHE_ID_MAX]);
+/* Conflict record id with its store; out->path is malloc'd (free it). */
+int cache_conflict_get(struct cache *c, int64_t id, char store_id[CACHE_ID_MAX],
+                       struct cache_conflict *out);
+/* Forgets record id once its content is the file's again (conflicts
+ * restore); -ENOENT when there is none. */
+int cache_conflict_restored(struct cache *c, int64_t id);
+
 #endif

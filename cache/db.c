@@ -65,7 +65,11 @@ static const char schema[] =
     "  at INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS sent_store_ino ON sent(store, ino);"
     /* the sync's "anything to push?" and the dirty-file scan */
-    "CREATE INDEX IF NOT EXISTS nodes_store_state ON nodes(store, state);";
+    "CREATE INDEX IF NOT EXISTS nodes_store_state ON nodes(store, state);"
+    /* per memory, the newest store version seen of it (cache/history.c) */
+    "CREATE TABLE IF NOT EXISTS memvers("
+    "  store TEXT NOT NULL, memory_id TEXT NOT NULL, sha TEXT NOT NULL,"
+    "  version_id TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY(store, memory_id));";
 
 /* Columns added after the first schema, each added when a cache directory
  * made by an older build lacks it (so no migration needs numbering). */

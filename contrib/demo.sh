@@ -93,5 +93,7 @@ curl "${API[@]}" "$URL/v1/memory_stores/$STORE/memories/$ID" |
 echo
 echo "The demo store is mounted at $MNT (log: $DEMO/memstorefs.log)."
 echo "Read it through the API:  curl -s -H 'x-api-key: demo-key' -H 'anthropic-beta: agent-memory-2026-07-22' '$URL/v1/memory_stores/$STORE/memories?depth=1'"
+echo "A file's history:         MEMSTOREFS_RUNTIME_DIR=$DEMO/run $MFS log $MNT/notes/todo.md"
+echo "                          (then: $MFS show|restore $MNT/notes/todo.md --version ID; docs/history.md)"
 echo "Unmount and stop:         MEMSTOREFS_RUNTIME_DIR=$DEMO/run $MFS unmount --all; kill $(cat "$DEMO/memstored.pid")"
 echo "                    or:   contrib/demo.sh stop"

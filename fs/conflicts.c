@@ -3,7 +3,9 @@
  * directory, so they can be listed and printed whether or not a daemon is
  * running.
  *   memstorefs conflicts [--cache-dir DIR] [--json]     list them
- *   memstorefs conflicts show ID [--cache-dir DIR]      print one's bytes */
+ *   memstorefs conflicts show ID [--cache-dir DIR]      print one's bytes
+ * and hands `conflicts restore ID` and `conflicts diff ID` to
+ * conflicts_act.c. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -14,6 +16,10 @@
 
 #include "cache.h"
 #include "cli.h"
+#include "history.h"
+
+static const char usage[] =
+    "usage: memstorefs conflicts [show ID | restore ID | diff ID] [--cache-dir DIR] [--json]\n";
 
 static void json_str(const char *s)
 {
@@ -103,14 +109,21 @@ int conflicts_main(int argc, char **argv)
         } else if (ch == 'j') {
             json = true;
         } else {
-            fprintf(stderr, "usage: memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n");
+            fputs(usage, stderr);
             free(dir);
             return 2;
         }
     }
     const char *cmd = optind < argc ? argv[optind] : NULL;
+    if (cmd && (strcmp(cmd, "restore") == 0 || strcmp(cmd, "diff") == 0) &&
+        optind + 2 == argc && !json) {
+        /* Acting on a record: conflicts_act.c. */
+        int status = conflicts_act(cmd, argv[optind + 1], dir);
+        free(dir);
+        return status;
+    }
     if ((cmd && strcmp(cmd, "show") != 0) || (cmd && optind + 2 != argc)) {
-        fprintf(stderr, "usage: memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n");
+        fputs(usage, stderr);
         free(dir);
         return 2;
     }

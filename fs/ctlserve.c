@@ -9,6 +9,8 @@
  *   status-json      one JSON object per store (a line each), then ok
  *   sync..., sync-wait...  a sync now (syncctl.c; a waiting client is
  *                    handed to a thread of its own)
+ *   hist-...         memory history and recovery (histserve.c: a thread of
+ *                    its own each)
  *
  * The main loop polls the listening socket and each client with the
  * signalfd, so nothing a client does (connect and stay silent, trickle a
@@ -33,6 +35,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "history.h"
 #include "log.h"
 
 static int64_t now_ms(void)
@@ -121,6 +124,13 @@ static void answer(struct daemon *d, struct ctl_client *c)
     *nl = '\0';
     if (nl > c->line && nl[-1] == '\r')
         nl[-1] = '\0';
+    if (strncmp(c->line, "hist-", 5) == 0) {
+        /* History and recovery (histserve.c): a thread of its own each. */
+        if (hist_serve(d, c->fd, c->line))
+            c->fd = -1;
+        drop(c);
+        return;
+    }
     if (strncmp(c->line, "sync", 4) == 0) {
         /* A sync answers on its own thread when asked to wait for it
          * (syncctl.c): the slot lets go of the client then. */

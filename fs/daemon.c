@@ -52,6 +52,7 @@
 #include "daemon.h"
 #include "engine.h"
 #include "fs.h"
+#include "history.h"
 #include "http.h"
 #include "log.h"
 #include "mountdir.h"
@@ -346,6 +347,7 @@ static void free_all(void)
      * their requests end at once (cancelled), then they answer. */
     http_client_cancel(D.http, true);
     syncctl_drain(10);
+    hist_drain(10);
     syncer_free(&D.sync);
     if (D.sync)
         return; /* its thread would not stop: the process exits with it alive */

@@ -18,7 +18,10 @@ static const char overview[] =
     "  memstorefs unmount PATH... | --all\n"
     "  memstorefs status [--json]\n"
     "  memstorefs sync [PATH... | --all] [--wait]\n"
-    "  memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n"
+    "  memstorefs conflicts [show ID | restore ID | diff ID] [--cache-dir DIR] [--json]\n"
+    "  memstorefs log [--json] PATH | log --deleted [--json] DIR\n"
+    "  memstorefs show PATH --version ID\n"
+    "  memstorefs restore PATH --version ID [--to PATH]\n"
     "  memstorefs flush [--cache-dir DIR] [--store ID]... [--sync-deletions MODE]\n"
     "  memstorefs STORE_ID MOUNT_PATH [-o OPTS]    (the mount.fuse3 form, for mount(8))\n"
     "  memstorefs --help | --version\n"
@@ -109,14 +112,71 @@ static const char sync_help[] =
     "for writing, failed).\n";
 
 static const char conflicts_help[] =
-    "usage: memstorefs conflicts [show ID] [--cache-dir DIR] [--json]\n"
+    "usage: memstorefs conflicts [show ID | restore ID | diff ID] [--cache-dir DIR] [--json]\n"
     "\n"
-    "Lists the local versions that lost to the store, or prints one of them.\n"
+    "Lists the local versions that lost to the store, prints one of them, puts one\n"
+    "back, or compares one with its file.\n"
     "\n"
     "  show ID                 write conflict ID's local content to stdout\n"
-    "  --cache-dir DIR         the cache to read (default: as for mount)\n"
+    "  restore ID              make it its file's content again, a local edit the next\n"
+    "                          sync pushes (through the running daemon; the record is\n"
+    "                          dropped)\n"
+    "  diff ID                 a unified diff of it against its file's current content\n"
+    "  --cache-dir DIR         the cache (default: as for mount; for restore and diff,\n"
+    "                          the caches of the running daemons)\n"
     "  --json                  one JSON object per record and line\n"
-    "  -h, --help              this help\n";
+    "  -h, --help              this help\n"
+    "\n"
+    "exit status: 0 done; 1 failure (no such record, no daemon for restore, ...);\n"
+    "2 bad usage.\n";
+
+static const char log_help[] =
+    "usage: memstorefs log [--json] PATH\n"
+    "       memstorefs log --deleted [--json] DIR\n"
+    "\n"
+    "Lists the versions of the memory behind a file of a mount, newest first: version\n"
+    "id, time, operation, who wrote it (session, API key, user, service account),\n"
+    "size and the path at the time (renames show).  PATH may be a file that was\n"
+    "deleted.  Asks the running daemon, which reads the store's version history with\n"
+    "its own credential.\n"
+    "\n"
+    "  --deleted               list the memories deleted under directory DIR of a\n"
+    "                          mount instead: last path, time, who, memory id\n"
+    "  --json                  one JSON object per version (or memory) and line\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "exit status: 0 listed; 1 failure (not in a mount, never synced, the server\n"
+    "down, ...); 2 bad usage.\n";
+
+static const char show_help[] =
+    "usage: memstorefs show PATH --version ID\n"
+    "\n"
+    "Writes the content of version ID (of the memory behind PATH) to stdout, byte\n"
+    "for byte.  A redacted version, or the version of a deletion, has no content: it\n"
+    "says so and exits 1.\n"
+    "\n"
+    "  --version ID            the version (memstorefs log PATH lists them)\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "exit status: 0 written; 1 failure (unknown or redacted version, the server\n"
+    "down, ...); 2 bad usage.\n";
+
+static const char restore_help[] =
+    "usage: memstorefs restore PATH --version ID [--to PATH]\n"
+    "\n"
+    "Makes the content of version ID the file's content again, as an ordinary local\n"
+    "edit: the next sync pushes it (one new modified version), under the same rules\n"
+    "as any edit.  For a deleted memory it recreates the file at PATH (its last path)\n"
+    "as a new file.  Local changes the store does not have yet are kept as a conflict\n"
+    "record first.  Refused on a read-only store (EROFS).\n"
+    "\n"
+    "  --version ID            the version (memstorefs log PATH lists them)\n"
+    "  --to PATH               write it to a new file PATH of the same mount instead\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "exit status: 0 restored (or the file held that content already); 1 failure\n"
+    "(read-only store, unknown or redacted version, the file open for writing, the\n"
+    "server down, ...); 2 bad usage.\n";
 
 static const char flush_help[] =
     "usage: memstorefs flush [--cache-dir DIR] [--store ID]... [--sync-deletions MODE]\n"
@@ -135,7 +195,8 @@ static const struct {
 } texts[] = {
     {"mount", mount_help},         {"unmount", unmount_help}, {"umount", unmount_help},
     {"status", status_help},       {"flush", flush_help},     {"conflicts", conflicts_help},
-    {"sync", sync_help},
+    {"sync", sync_help},           {"log", log_help},         {"show", show_help},
+    {"restore", restore_help},
 };
 
 void help_overview(FILE *f)

@@ -1,10 +1,11 @@
 /* main.c - memstorefs: dispatch of the subcommands (mount, unmount,
- * status, sync, conflicts, flush), their --help (help.c), and the mount(8)
- * helper form (helper.c). */
+ * status, sync, conflicts, flush; log, show, restore: history.c), their
+ * --help (help.c), and the mount(8) helper form (helper.c). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "history.h"
 #include "log.h"
 
 int main(int argc, char **argv)
@@ -53,6 +54,12 @@ int main(int argc, char **argv)
         return flush_main(argc - 1, argv + 1);
     if (strcmp(cmd, "conflicts") == 0)
         return conflicts_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "log") == 0)
+        return history_log_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "show") == 0)
+        return history_show_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "restore") == 0)
+        return history_restore_main(argc - 1, argv + 1);
     fprintf(stderr, "memstorefs: unknown command '%s'\nTry 'memstorefs --help'.\n", cmd);
     return 2;
 }

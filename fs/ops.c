@@ -1,6 +1,7 @@
 /* ops.c - the FUSE low-level operations of one mounted store that read:
- * lookup, getattr, readdir, open, read, release, statfs, xattr queries,
- * and the operation table (the changes are in ops_write.c).
+ * lookup, getattr, readdir, open, read, release, statfs, and the
+ * operation table (the changes are in ops_write.c, the extended
+ * attributes in xattr.c).
  *
  * Inode numbers are cache row ids (fs_to_row/fs_to_kernel map the store
  * root to FUSE_ROOT_ID); CACHE_INO_MARKER is the virtual marker file at the
@@ -27,6 +28,7 @@
 #include "log.h"
 #include "ops.h"
 #include "rules.h"
+#include "xattr.h"
 
 #define store_of ops_store
 #define fill_attr ops_fill_attr
@@ -473,19 +475,6 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     fuse_reply_statfs(req, &sv);
 }
 
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
-{
-    fuse_reply_err(req, ENODATA);
-}
-
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
-{
-    if (size == 0)
-        fuse_reply_xattr(req, 0);
-    else
-        fuse_reply_buf(req, NULL, 0);
-}
-
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
@@ -518,10 +507,10 @@ const struct fuse_lowlevel_ops fs_ops = {
     .readdirplus = op_readdirplus,
     .releasedir = op_releasedir,
     .statfs = op_statfs,
-    .setxattr = ops_setxattr,
-    .getxattr = op_getxattr,
-    .listxattr = op_listxattr,
-    .removexattr = ops_removexattr,
+    .setxattr = xattr_set,
+    .getxattr = xattr_get,
+    .listxattr = xattr_list,
+    .removexattr = xattr_remove,
     .create = ops_create,
     .fallocate = ops_fallocate,
 };

@@ -67,8 +67,5 @@ void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_in
 void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
                    struct fuse_file_info *fi);
-void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                  size_t size, int flags);
-void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
 #endif

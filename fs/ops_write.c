@@ -7,7 +7,8 @@
  *      the second wall, and cache/write.c is a third);
  *   2. the marker (its name at the root): EPERM;
  *   3. operations no memory can represent: EPERM (symlink, link, device
- *      or FIFO mknod, a chmod/chown that changes anything), ENOTSUP (xattrs);
+ *      or FIFO mknod, a chmod/chown that changes anything); setting or
+ *      removing an xattr is xattr.c's (ENOTSUP);
  *   4. the cache's own checks: names (EINVAL, ENAMETOOLONG), EEXIST,
  *      ENOTEMPTY, EFBIG past 102,400 bytes, ...
  * Content goes through the inode's shared buffer (openfile.c) and reaches
@@ -340,15 +341,3 @@ void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
     fuse_reply_err(req, -rc);
 }
 
-void ops_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                  size_t size, int flags)
-{
-    struct fs_store *s = ops_store(req);
-    fuse_reply_err(req, s->read_only ? EROFS : ENOTSUP);
-}
-
-void ops_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
-{
-    struct fs_store *s = ops_store(req);
-    fuse_reply_err(req, s->read_only ? EROFS : ENOTSUP);
-}

@@ -69,6 +69,9 @@ void api_list_free(struct api_list *l);
 /* Appends a memory (basic view: no content) to a listing. */
 int api_list_add(struct api_list *l, const char *id, const char *path, const char *sha,
                  long size, int64_t updated_ns);
+/* The same, with the memory_version_id of that state (NULL: unknown). */
+int api_list_add_version(struct api_list *l, const char *id, const char *path, const char *sha,
+                         long size, int64_t updated_ns, const char *version_id);
 void api_store_clear(struct api_store *s);
 void api_error_clear(struct api_error *e);
 
@@ -185,6 +188,13 @@ struct api_version {
     bool redacted;
     int64_t created_ns;    /* created_at in ns since the epoch */
     char created_at[48];   /* created_at as the server wrote it */
+    char actor_type[32];   /* created_by.type ("session_actor", "api_actor",
+                            * "user_actor", "service_account_actor"), "" when null */
+    char actor_id[128];    /* that actor's id, "" when none */
+    char redacted_at[48];  /* "" when not redacted */
+    char *content;         /* api_version_get of a live version: the bytes
+                            * (malloc'd, content_len of them plus a NUL) */
+    size_t content_len;
 };
 struct api_versions {
     struct api_version *items; /* newest first, as served */
@@ -200,6 +210,20 @@ struct api_versions {
 int api_versions_since(struct http_client *c, const char *store_id, const char *gte, int limit,
                        size_t max_pages, struct api_versions *out, struct api_error *e);
 void api_versions_free(struct api_versions *v);
+/* The same with any of the list's filters (NULL: none): created_at[gte],
+ * memory_id, operation ("created", "modified", "deleted"). */
+struct api_vfilter {
+    const char *gte, *memory_id, *operation;
+};
+int api_versions_list(struct http_client *c, const char *store_id, const struct api_vfilter *f,
+                      int limit, size_t max_pages, struct api_versions *out,
+                      struct api_error *e);
+/* GET .../memory_versions/{id}?view=full: one version, with its content
+ * (checked against content_size_bytes and content_sha256) unless it is a
+ * deletion or redacted.  Clear it with api_version_clear. */
+int api_version_get(struct http_client *c, const char *store_id, const char *version_id,
+                    struct api_version *out, struct api_error *e);
+void api_version_clear(struct api_version *v);
 
 /* The errno an HTTP answer stands for, refining 409 (and 412) by
  * error.type: the one place where error types become errnos. */

@@ -251,11 +251,17 @@ static int list_push(struct api_list *l, struct api_memory *m)
 int api_list_add(struct api_list *l, const char *id, const char *path, const char *sha,
                  long size, int64_t updated_ns)
 {
+    return api_list_add_version(l, id, path, sha, size, updated_ns, NULL);
+}
+
+int api_list_add_version(struct api_list *l, const char *id, const char *path, const char *sha,
+                         long size, int64_t updated_ns, const char *version_id)
+{
     struct api_memory m = {0};
     m.updated_ns = updated_ns;
     m.id = strdup(id);
     m.path = strdup(path);
-    m.version_id = strdup("");
+    m.version_id = strdup(version_id ? version_id : "");
     snprintf(m.sha, sizeof(m.sha), "%s", sha);
     m.size = size;
     int rc = m.id && m.path && m.version_id ? list_push(l, &m) : -ENOMEM;

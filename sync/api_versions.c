@@ -1,6 +1,9 @@
 /* api_versions.c - the memory_versions feed of a store (contract A.4):
  * GET /v1/memory_stores/{id}/memory_versions?view=basic&limit=100
- * [&created_at[gte]=T], newest first, every page in turn.
+ * [&created_at[gte]=T][&memory_id=M][&operation=OP], newest first, every
+ * page in turn (the sync's change detection, and a memory's history for
+ * `memstorefs log`); and GET .../memory_versions/{id}?view=full, one
+ * version with its content (`memstorefs show` and `restore`).
  *
  * Owns: the request loop and the parsing of version objects.  Each version
  * handed out has a non-empty id and memory_id, an operation of created,
@@ -27,15 +30,23 @@
 #include "rules.h"
 #include "sha256.h"
 
+void api_version_clear(struct api_version *v)
+{
+    if (!v)
+        return;
+    free(v->id);
+    free(v->memory_id);
+    free(v->path);
+    free(v->content);
+    memset(v, 0, sizeof(*v));
+}
+
 void api_versions_free(struct api_versions *v)
 {
     if (!v)
         return;
-    for (size_t i = 0; i < v->n; i++) {
-        free(v->items[i].id);
-        free(v->items[i].memory_id);
-        free(v->items[i].path);
-    }
+    for (size_t i = 0; i < v->n; i++)
+        api_version_clear(&v->items[i]);
     free(v->items);
     memset(v, 0, sizeof(*v));
 }
@@ -73,6 +84,18 @@ static int parse_version(const cJSON *o, struct api_version *v)
     snprintf(v->created_at, sizeof(v->created_at), "%s", at);
     const cJSON *red = cJSON_GetObjectItemCaseSensitive(o, "redacted_at");
     v->redacted = cJSON_IsString(red);
+    if (v->redacted)
+        snprintf(v->redacted_at, sizeof(v->redacted_at), "%s", red->valuestring);
+    /* Who wrote it: kept as given (an actor of a kind unknown here too). */
+    const cJSON *by = cJSON_GetObjectItemCaseSensitive(o, "created_by");
+    if (cJSON_IsObject(by) && str_of(by, "type")) {
+        static const char *const keys[] = {"session_id", "api_key_id", "user_id",
+                                           "service_account_id"};
+        snprintf(v->actor_type, sizeof(v->actor_type), "%s", str_of(by, "type"));
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && !v->actor_id[0]; i++)
+            if (str_of(by, keys[i]))
+                snprintf(v->actor_id, sizeof(v->actor_id), "%s", str_of(by, keys[i]));
+    }
     if (!v->redacted) {
         /* A live version names where and what; a deletion keeps where. */
         if (!path || path[0] != '/')
@@ -109,13 +132,6 @@ static int push_version(struct api_versions *out, struct api_version *v)
     return 0;
 }
 
-static void version_clear(struct api_version *v)
-{
-    free(v->id);
-    free(v->memory_id);
-    free(v->path);
-    memset(v, 0, sizeof(*v));
-}
 
 /* One page into out; *next gets the cursor (malloc'd) or NULL. */
 static int parse_page(const char *body, size_t len, struct api_versions *out, char **next,
@@ -142,7 +158,7 @@ static int parse_page(const char *body, size_t len, struct api_versions *out, ch
         if (r == 0)
             r = push_version(out, &v);
         if (r)
-            version_clear(&v);
+            api_version_clear(&v);
         if (r == -EPROTO)
             out->n_bad++;
         else if (r) {
@@ -160,6 +176,14 @@ out:
 
 int api_versions_since(struct http_client *c, const char *store_id, const char *gte, int limit,
                        size_t max_pages, struct api_versions *out, struct api_error *e)
+{
+    struct api_vfilter f = {.gte = gte};
+    return api_versions_list(c, store_id, &f, limit, max_pages, out, e);
+}
+
+int api_versions_list(struct http_client *c, const char *store_id, const struct api_vfilter *f,
+                      int limit, size_t max_pages, struct api_versions *out,
+                      struct api_error *e)
 {
     memset(out, 0, sizeof(*out));
     if (e)
@@ -179,9 +203,17 @@ int api_versions_since(struct http_client *c, const char *store_id, const char *
         char lim[64];
         snprintf(lim, sizeof(lim), "/memory_versions?view=basic&limit=%d", limit);
         jbuf_adds(&p, lim);
-        if (gte) {
+        if (f && f->gte) {
             jbuf_adds(&p, "&created_at%5Bgte%5D=");
-            jbuf_add_pct(&p, gte);
+            jbuf_add_pct(&p, f->gte);
+        }
+        if (f && f->memory_id) {
+            jbuf_adds(&p, "&memory_id=");
+            jbuf_add_pct(&p, f->memory_id);
+        }
+        if (f && f->operation) {
+            jbuf_adds(&p, "&operation=");
+            jbuf_add_pct(&p, f->operation);
         }
         if (cursor) {
             jbuf_adds(&p, "&page=");
@@ -228,5 +260,79 @@ int api_versions_since(struct http_client *c, const char *store_id, const char *
     free(cursor);
     if (rc)
         api_versions_free(out);
+    return rc;
+}
+
+/* The content of a live version (view=full), byte-exact and checked. */
+static int version_content(const cJSON *o, const char *raw, size_t rawlen,
+                           struct api_version *v, const char **what)
+{
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(o, "content");
+    *what = "content missing or not a string (view=full)";
+    if (!cJSON_IsString(content) || !content->valuestring)
+        return -EPROTO;
+    size_t clen = strlen(content->valuestring);
+    if (clen == (size_t)v->size) {
+        if (!(v->content = malloc(clen + 1)))
+            return -ENOMEM;
+        memcpy(v->content, content->valuestring, clen + 1);
+        v->content_len = clen;
+    } else {
+        /* Shorter than announced: it may hold NUL bytes cJSON cut off. */
+        int rc = json_top_string(raw, rawlen, "content", &v->content, &v->content_len);
+        *what = "content could not be decoded";
+        if (rc)
+            return rc == -ENOMEM ? rc : -EPROTO;
+    }
+    *what = "content length differs from content_size_bytes";
+    if (v->content_len != (size_t)v->size)
+        return -EPROTO;
+    char got[SHA256_HEX_LEN + 1];
+    sha256_hex(v->content, v->content_len, got);
+    *what = "content does not hash to content_sha256";
+    return strcmp(got, v->sha) == 0 ? 0 : -EPROTO;
+}
+
+int api_version_get(struct http_client *c, const char *store_id, const char *version_id,
+                    struct api_version *out, struct api_error *e)
+{
+    memset(out, 0, sizeof(*out));
+    if (e)
+        api_error_clear(e);
+    if (!api_id_ok(store_id) || !api_id_ok(version_id))
+        return -EINVAL;
+    struct jbuf p = {0};
+    jbuf_adds(&p, "/v1/memory_stores/");
+    jbuf_add_pct(&p, store_id);
+    jbuf_adds(&p, "/memory_versions/");
+    jbuf_add_pct(&p, version_id);
+    jbuf_adds(&p, "?view=full");
+    if (p.oom) {
+        jbuf_release(&p);
+        return -ENOMEM;
+    }
+    struct http_call call = {.method = "GET", .path = p.p};
+    http_run(c, &call, 1);
+    int rc = api_call_result(&call, e);
+    if (!rc) {
+        const char *what = "response body is not a JSON object";
+        cJSON *root = call.resp && call.resp_len
+                          ? cJSON_ParseWithLengthOpts(call.resp, call.resp_len, NULL, false)
+                          : NULL;
+        rc = cJSON_IsObject(root) ? 0 : -EPROTO;
+        if (!rc) {
+            what = "not a memory version (a field is missing or malformed)";
+            rc = parse_version(root, out);
+        }
+        if (!rc && !out->redacted && out->op != API_OP_DELETED)
+            rc = version_content(root, call.resp, call.resp_len, out, &what);
+        cJSON_Delete(root);
+        if (rc == -EPROTO)
+            api_malformed(&call, what, e);
+        if (rc)
+            api_version_clear(out);
+    }
+    http_call_clear(&call);
+    jbuf_release(&p);
     return rc;
 }

@@ -196,6 +196,8 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
     st->progress = false;
     if (!rc)
         rc = engine_apply(s, st, r, n, why, whylen);
+    if (!rc)
+        cache_versions_prune(s->c, st->id);
     if (!rc && head.ok) {
         feed_commit(st, &head);
         st->feed.ready = true;

@@ -159,8 +159,8 @@ static int settle_redacted(struct syncer *s, struct sstore *st, struct feed_read
         if (rc == -ENOENT)
             rc = add_gone(fr, ids[i]);
         else if (!rc)
-            rc = api_list_add(&fr->changes, f.mem.id, f.mem.path, f.mem.sha, f.mem.size,
-                              f.mem.updated_ns);
+            rc = api_list_add_version(&fr->changes, f.mem.id, f.mem.path, f.mem.sha,
+                                      f.mem.size, f.mem.updated_ns, f.mem.version_id);
         api_memory_clear(&f.mem);
         api_error_clear(&f.e);
         if (rc)
@@ -236,8 +236,8 @@ int feed_read(struct syncer *s, struct sstore *st, size_t memories, struct feed_
         else if (x->op == API_OP_DELETED)
             rc = add_gone(fr, x->memory_id);
         else if (!already_known(s, st, x->memory_id, x->sha, x->path))
-            rc = api_list_add(&fr->changes, x->memory_id, x->path, x->sha, x->size,
-                              x->created_ns);
+            rc = api_list_add_version(&fr->changes, x->memory_id, x->path, x->sha, x->size,
+                                      x->created_ns, x->id);
     }
     if (!rc)
         rc = settle_redacted(s, st, fr, redacted, n_redacted);
@@ -348,7 +348,8 @@ int feed_view(struct syncer *s, struct sstore *st, struct feed_read *fr, struct 
     free(ids);
     for (size_t j = 0; !rc && j < fr->changes.n; j++) {
         const struct api_memory *m = &fr->changes.items[j];
-        rc = api_list_add(view, m->id, m->path, m->sha, m->size, m->updated_ns);
+        rc = api_list_add_version(view, m->id, m->path, m->sha, m->size, m->updated_ns,
+                                  m->version_id);
     }
     for (size_t j = 0; !rc && j < st->feed.extra.n; j++) {
         const struct api_memory *m = &st->feed.extra.items[j];

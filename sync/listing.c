@@ -207,6 +207,23 @@ int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
     return engine_filter(s, st, list, out, n, why, whylen);
 }
 
+/* Remembers the version each listed memory is at (user.memstore.version_id
+ * of its file; cache/history.c).  Items without one (a view the feed built
+ * from the cache's baselines) are skipped; a failure costs only that
+ * attribute. */
+static void note_versions(struct syncer *s, struct sstore *st, const struct api_list *list)
+{
+    struct cache_vnote *v = calloc(list->n ? list->n : 1, sizeof(*v));
+    if (!v)
+        return;
+    for (size_t i = 0; i < list->n; i++) {
+        const struct api_memory *m = &list->items[i];
+        v[i] = (struct cache_vnote){m->id, m->sha, m->version_id, m->updated_ns};
+    }
+    cache_versions_note(s->c, st->id, v, list->n);
+    free(v);
+}
+
 int engine_filter(struct syncer *s, struct sstore *st, struct api_list *list,
                   struct cache_remote **out, size_t *n, char *why, size_t whylen)
 {
@@ -238,6 +255,7 @@ int engine_filter(struct syncer *s, struct sstore *st, struct api_list *list,
         snprintf(why, whylen, "out of memory");
         return rc;
     }
+    note_versions(s, st, list);
     qsort(r, k, sizeof(*r), cmp_remote);
     *out = r;
     *n = k;

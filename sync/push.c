@@ -164,6 +164,10 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
             rep->deleted++;
         } else {
             answered(cy, j, w->mem.id, w->mem.sha, w->mem.path);
+            /* The version this push made (user.memstore.version_id). */
+            struct cache_vnote v = {w->mem.id, w->mem.sha, w->mem.version_id,
+                                    w->mem.updated_ns};
+            cache_versions_note(s->c, st->id, &v, 1);
             if (j->tomb_id[0]) /* the memory it took over is this one now */
                 cache_tombstone_drop(s->c, st->id, j->tomb_id);
             rep->pushed++;

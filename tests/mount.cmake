@@ -29,3 +29,9 @@ foreach(area runtime files)
 endforeach()
 mfs_add_test(test_security_bounds test_security_bounds.c test_mount_sync_util.c TIMEOUT 300
              LABELS mount security LIBS PkgConfig::SQLITE3)
+# Memory history and recovery (issue 14): log, show, restore, conflicts
+# restore/diff and the user.memstore.* attributes, through real mounts.
+foreach(area history history_attrs)
+  mfs_add_test(test_mount_${area} test_mount_${area}.c test_mount_sync_util.c
+               TIMEOUT 300 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)
+endforeach()

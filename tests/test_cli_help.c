@@ -38,7 +38,8 @@ static int run(const char *cmd, char **out, char **err)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static const char *const commands[] = {"mount", "unmount", "status", "conflicts", "flush"};
+static const char *const commands[] = {"mount", "unmount", "status", "conflicts", "flush",
+                                        "log",   "show",    "restore"};
 
 Test(cli_help, every_command_has_help_on_stdout)
 {

@@ -1,0 +1,512 @@
+/* histserve.c - the daemon's side of memory history and recovery: the
+ * "hist-..." commands of the control socket (ctlserve.c hands them here).
+ * Fields are separated by tabs (no memory path holds a control
+ * character); MOUNT is a mount point of this daemon, REL a memory path.
+ *   hist-log TAB MOUNT TAB REL TAB 0|1            versions of a file (1: JSON)
+ *   hist-deleted TAB MOUNT TAB REL TAB 0|1        memories deleted under a dir
+ *   hist-show TAB MOUNT TAB REL TAB VERSION        "data N", the bytes, "\n"
+ *   hist-restore TAB MOUNT TAB REL TAB VERSION TAB TO   (TO: "" or a REL)
+ *   hist-conflict-find TAB ID TAB CACHE_DIR        "found STORE DIR" or "none"
+ *   hist-conflict-diff TAB ID      "path P", "current P|-", data frames
+ *   hist-conflict-restore TAB ID
+ * Each answer ends with "ok" or "error <reason>" (control_ask).
+ *
+ * Every command may make HTTP requests or wait for the cache, so each is
+ * served by a detached thread of its own, like `sync --wait` (syncctl.c):
+ * at most MAX_JOBS at once, counted (jobs) so that teardown waits for
+ * them (hist_drain) after cancelling the HTTP requests; the socket is made
+ * blocking with a send timeout, so a client that stops reading holds a
+ * thread for 10 s at most.  The store a command names is chosen on the
+ * main thread (fs_store entries live until the daemon exits). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "daemon.h"
+#include "engine.h"
+#include "history.h"
+
+#define MAX_JOBS 16
+#define MAX_FIELDS 5
+
+static int jobs; /* atomic */
+
+struct job {
+    struct daemon *d;
+    int fd;
+    struct fs_store *s; /* the store of MOUNT, NULL for the conflict commands */
+    char *f[MAX_FIELDS];
+    int nf;
+    char line[CTL_LINE_MAX];
+};
+
+static void put(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* gone, or too slow to read: nothing more to send */
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+void hist_api_why(const struct daemon *d, int rc, const struct api_error *e, const char *what,
+                  char *why, size_t whylen)
+{
+    const char *url = d->cred.base_url ? d->cred.base_url : "?";
+    switch (rc) {
+    case -ECONNREFUSED:
+    case -ETIMEDOUT:
+    case -EHOSTUNREACH:
+    case -ECONNRESET:
+    case -ENETUNREACH:
+        if (!e || !e->status) {
+            snprintf(why, whylen, "%s: the memory store's server at %s cannot be reached (%s); "
+                     "nothing was changed", what, url, strerror(-rc));
+            return;
+        }
+        break;
+    case -ECANCELED:
+        snprintf(why, whylen, "%s: the daemon is stopping", what);
+        return;
+    default:
+        break;
+    }
+    if (e && e->status)
+        snprintf(why, whylen, "%s: the server at %s answered HTTP %ld%s%s%s%s", what, url,
+                 e->status, e->type[0] ? " " : "", e->type, e->message[0] ? ": " : "",
+                 e->message);
+    else
+        snprintf(why, whylen, "%s: %s", what, strerror(-rc));
+}
+
+/* ---- show and restore ---- */
+
+/* Version v of the store, with its content; why set on failure. */
+static int get_version(struct job *j, const char *id, struct api_version *v, char *why,
+                       size_t whylen)
+{
+    struct api_error e = {0};
+    int rc = api_version_get(j->d->http, j->s->id, id, v, &e);
+    if (rc == -ENOENT && e.status == 404)
+        snprintf(why, whylen, "memory store %s has no version %s ('memstorefs log PATH' lists "
+                 "a file's versions)", j->s->id, id);
+    else if (rc)
+        hist_api_why(j->d, rc, &e, "cannot read the version", why, whylen);
+    api_error_clear(&e);
+    if (!rc && v->redacted) {
+        snprintf(why, whylen, "version %s was redacted (at %s): its content is gone from the "
+                 "store", id, v->redacted_at);
+        rc = -ENODATA;
+    } else if (!rc && v->op == API_OP_DELETED) {
+        snprintf(why, whylen, "version %s records the deletion of memory %s: it holds no "
+                 "content (an earlier version does: 'memstorefs log PATH')", id, v->memory_id);
+        rc = -ENODATA;
+    }
+    if (rc)
+        api_version_clear(v);
+    return rc;
+}
+
+/* The file at rel, if any, must be the version's memory (or a file never
+ * synced, or a memory gone from the store). */
+static int check_memory(struct job *j, const char *rel, const struct api_version *v,
+                        char *why, size_t whylen)
+{
+    struct cnode n;
+    if (cache_node_at(j->d->cache, j->s->id, rel, &n) != 0)
+        return 0;
+    int rc = 0;
+    if (n.is_dir) {
+        snprintf(why, whylen, "%s%s is a directory", j->s->mount_path, rel);
+        rc = -EISDIR;
+    } else if (n.memory_id[0] && strcmp(n.memory_id, v->memory_id) != 0) {
+        snprintf(why, whylen, "version %s is of memory %s, not of %s%s (memory %s)", v->id,
+                 v->memory_id, j->s->mount_path, rel, n.memory_id);
+        rc = -EINVAL;
+    }
+    cnode_clear(&n);
+    return rc;
+}
+
+static int do_show(struct job *j, FILE *out, char *why, size_t whylen)
+{
+    struct api_version v;
+    int rc = get_version(j, j->f[3], &v, why, whylen);
+    if (!rc)
+        rc = check_memory(j, j->f[2], &v, why, whylen);
+    if (!rc) {
+        fprintf(out, "data %zu\n", v.content_len);
+        fwrite(v.content, 1, v.content_len, out);
+        fputc('\n', out);
+    }
+    api_version_clear(&v);
+    return rc;
+}
+
+static void edit_why(struct job *j, int rc, const char *path, char *why, size_t whylen)
+{
+    const char *m = j->s->mount_path;
+    if (rc == -EROFS)
+        snprintf(why, whylen, "%s%s: memory store %s is mounted read-only; a restore is "
+                 "refused (EROFS: %s) and nothing was changed", m, path, j->s->id,
+                 strerror(EROFS));
+    else if (rc == -EBUSY)
+        snprintf(why, whylen, "%s%s is open for writing; close it, then restore (nothing was "
+                 "changed)", m, path);
+    else if (rc == -ENOTDIR)
+        snprintf(why, whylen, "%s%s: a file stands where a directory of that path must be",
+                 m, path);
+    else
+        snprintf(why, whylen, "%s%s: cannot write it: %s", m, path, strerror(-rc));
+}
+
+static void say_done(FILE *out, const struct restore_done *done)
+{
+    if (done->kept_conflict)
+        fprintf(out, "its changes that were not in the store yet are kept as a conflict "
+                     "record ('memstorefs conflicts')\n");
+    if (!done->unchanged)
+        fprintf(out, "the next sync pushes it ('memstorefs sync --wait' pushes it now)\n");
+}
+
+static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
+{
+    const char *rel = j->f[2], *to = j->f[4][0] ? j->f[4] : NULL, *m = j->s->mount_path;
+    if (j->s->read_only) {
+        edit_why(j, -EROFS, rel, why, whylen);
+        return -EROFS;
+    }
+    struct api_version v;
+    int rc = get_version(j, j->f[3], &v, why, whylen);
+    if (rc)
+        return rc;
+    struct cnode live, at;
+    bool is_live = cache_file_of_memory(j->d->cache, j->s->id, v.memory_id, &live) == 0;
+    bool has_at = cache_node_at(j->d->cache, j->s->id, to ? to : rel, &at) == 0;
+    const char *target = to ? to : rel;
+    char gone_id[CACHE_ID_MAX] = "";
+    if (to && has_at) {
+        snprintf(why, whylen, "%s%s exists; --to names a new file (nothing was changed)", m, to);
+        rc = -EEXIST;
+    } else if (!to && is_live && strcmp(live.path, rel) != 0) {
+        snprintf(why, whylen, "memory %s of version %s is at %s%s now, not at %s%s: restore "
+                 "that file, or give --to PATH for a copy (nothing was changed)", v.memory_id,
+                 v.id, m, live.path, m, rel);
+        rc = -EINVAL;
+    } else if (!to && !is_live && has_at) {
+        snprintf(why, whylen, "%s%s is %s, not memory %s of version %s: give --to PATH for a "
+                 "copy, or move it away (nothing was changed)", m, rel,
+                 at.is_dir ? "a directory" : at.memory_id[0] ? "another memory's file"
+                                                             : "another file", v.memory_id, v.id);
+        rc = -EEXIST;
+    } else if (!to && !is_live) {
+        cache_deletion_at(j->d->cache, j->s->id, rel, gone_id);
+    }
+    struct restore_done done = {0};
+    if (!rc && (rc = restore_write(j->d, j->s, target, v.content, v.content_len, &done)))
+        edit_why(j, rc, target, why, whylen);
+    if (!rc && done.unchanged) {
+        fprintf(out, "%s%s holds the content of version %s already; nothing was changed\n", m,
+                target, v.id);
+    } else if (!rc && to) {
+        fprintf(out, "restored version %s of memory %s to %s%s, a new file (the next sync "
+                     "creates it in the store as a new memory)\n", v.id, v.memory_id, m, to);
+    } else if (!rc && is_live) {
+        fprintf(out, "restored %s%s to version %s of memory %s (%zu bytes), a local edit\n", m,
+                rel, v.id, v.memory_id, v.content_len);
+    } else if (!rc && strcmp(gone_id, v.memory_id) == 0) {
+        fprintf(out, "recreated %s%s from version %s of memory %s, whose deletion was not "
+                     "pushed yet: the next sync updates memory %s with it\n", m, rel, v.id,
+                v.memory_id, v.memory_id);
+    } else if (!rc) {
+        fprintf(out, "recreated %s%s from version %s of deleted memory %s (the next sync "
+                     "creates it in the store as a new memory)\n", m, rel, v.id, v.memory_id);
+    }
+    if (!rc)
+        say_done(out, &done);
+    if (is_live)
+        cnode_clear(&live);
+    if (has_at)
+        cnode_clear(&at);
+    api_version_clear(&v);
+    return rc;
+}
+
+/* ---- conflict records ---- */
+
+static struct fs_store *store_by_id(struct daemon *d, const char *id)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (!d->stores[i].gone && strcmp(d->stores[i].id, id) == 0)
+            return &d->stores[i];
+    return NULL;
+}
+
+/* Record id of this daemon's cache (k->path malloc'd), or why not. */
+static int get_conflict(struct job *j, struct cache_conflict *k, char store[CACHE_ID_MAX],
+                        char *why, size_t whylen)
+{
+    char *end;
+    errno = 0;
+    long long id = strtoll(j->f[1], &end, 10);
+    int rc = errno || end == j->f[1] || *end || id <= 0 ? -EINVAL : 0;
+    if (!rc)
+        rc = cache_conflict_get(j->d->cache, id, store, k);
+    if (rc)
+        snprintf(why, whylen, "no conflict %s in the cache of this daemon (%s)", j->f[1],
+                 j->d->cache_dir);
+    return rc;
+}
+
+static int do_conflict_find(struct job *j, FILE *out, char *why, size_t whylen)
+{
+    char mine[PATH_MAX], theirs[PATH_MAX], store[CACHE_ID_MAX];
+    if (j->f[2][0] && (!realpath(j->d->cache_dir, mine) || !realpath(j->f[2], theirs) ||
+                       strcmp(mine, theirs) != 0)) {
+        fputs("none\n", out); /* another cache directory */
+        return 0;
+    }
+    struct cache_conflict k;
+    if (get_conflict(j, &k, store, why, whylen) != 0) {
+        fputs("none\n", out);
+        return 0;
+    }
+    fprintf(out, "found %s %s\n", store, j->d->cache_dir);
+    free(k.path);
+    return 0;
+}
+
+static int do_conflict_diff(struct job *j, FILE *out, char *why, size_t whylen)
+{
+    struct cache_conflict k;
+    char store[CACHE_ID_MAX], cur_path[4200] = "";
+    int rc = get_conflict(j, &k, store, why, whylen);
+    if (rc)
+        return rc;
+    char *lost = NULL, *cur = NULL;
+    size_t lost_len = 0, cur_len = 0;
+    rc = cache_conflict_content(j->d->cache, k.id, &lost, &lost_len);
+    if (rc)
+        snprintf(why, whylen, "the content of conflict %s is not in the cache", j->f[1]);
+    if (!rc) {
+        rc = conflict_current(j->d->cache, store, &k, &cur, &cur_len, cur_path,
+                              sizeof(cur_path));
+        struct fs_store *s = store_by_id(j->d, store);
+        struct cnode n;
+        if (rc == -ENODATA && s && cache_node_at(j->d->cache, store, cur_path, &n) == 0) {
+            /* Not downloaded yet: as an open would, fetch it. */
+            if (syncer_fetch(j->d->sync, s->sync_idx, n.memory_id, n.sha) == 0)
+                rc = conflict_current(j->d->cache, store, &k, &cur, &cur_len, cur_path,
+                                      sizeof(cur_path));
+            cnode_clear(&n);
+        }
+        if (rc)
+            snprintf(why, whylen, "the current content of %s is not in the cache: %s",
+                     cur_path, strerror(-rc));
+    }
+    if (!rc) {
+        struct fs_store *s = store_by_id(j->d, store);
+        fprintf(out, "path %s%s\n", s ? s->mount_path : "", k.path);
+        fprintf(out, "current %s%s\n", cur ? (s ? s->mount_path : "") : "",
+                cur ? cur_path : "-");
+        fprintf(out, "data %zu\n", lost_len);
+        fwrite(lost, 1, lost_len, out);
+        fprintf(out, "\ndata %zu\n", cur_len);
+        if (cur)
+            fwrite(cur, 1, cur_len, out);
+        fputc('\n', out);
+    }
+    free(lost);
+    free(cur);
+    free(k.path);
+    return rc;
+}
+
+static int do_conflict_restore(struct job *j, FILE *out, char *why, size_t whylen)
+{
+    struct cache_conflict k;
+    char store[CACHE_ID_MAX], target[4200];
+    int rc = get_conflict(j, &k, store, why, whylen);
+    if (rc)
+        return rc;
+    struct fs_store *s = store_by_id(j->d, store);
+    char *lost = NULL;
+    size_t lost_len = 0;
+    if (!s) {
+        snprintf(why, whylen, "conflict %s is of memory store %s, which this daemon does not "
+                 "mount", j->f[1], store);
+        rc = -ENOENT;
+    }
+    if (!rc && (rc = cache_conflict_content(j->d->cache, k.id, &lost, &lost_len)))
+        snprintf(why, whylen, "the content of conflict %s is not in the cache", j->f[1]);
+    /* Its file: the one that has its memory now (renames followed), else
+     * the one at its path, else a new one there. */
+    struct cnode n;
+    snprintf(target, sizeof(target), "%s", k.path);
+    if (!rc && k.memory_id[0] && cache_file_of_memory(j->d->cache, store, k.memory_id, &n) == 0) {
+        snprintf(target, sizeof(target), "%s", n.path);
+        cnode_clear(&n);
+    }
+    struct restore_done done = {0};
+    if (!rc) {
+        j->s = s;
+        rc = restore_write(j->d, s, target, lost, lost_len, &done);
+        if (rc)
+            edit_why(j, rc, target, why, whylen);
+    }
+    if (!rc) {
+        cache_conflict_restored(j->d->cache, k.id);
+        fprintf(out, "restored conflict %s as the content of %s%s%s%s%s (the record is "
+                     "dropped: its content is the file's now)\n", j->f[1], s->mount_path,
+                target, done.created ? ", a new file" : "", k.memory_id[0] ? ", memory " : "",
+                k.memory_id);
+        say_done(out, &done);
+    }
+    free(lost);
+    free(k.path);
+    return rc;
+}
+
+/* ---- the threads ---- */
+
+static const struct {
+    const char *name;
+    int nf;         /* fields, the name included */
+    bool mount;     /* field 1 is a mount point */
+    int (*fn)(struct job *j, FILE *out, char *why, size_t whylen);
+} cmds[] = {
+    {"hist-log", 4, true, NULL},
+    {"hist-deleted", 4, true, NULL},
+    {"hist-show", 4, true, do_show},
+    {"hist-restore", 5, true, do_restore},
+    {"hist-conflict-find", 3, false, do_conflict_find},
+    {"hist-conflict-diff", 2, false, do_conflict_diff},
+    {"hist-conflict-restore", 2, false, do_conflict_restore},
+};
+
+static int do_log(struct job *j, FILE *out, char *why, size_t whylen)
+{
+    bool json = strcmp(j->f[3], "1") == 0;
+    if (strcmp(j->f[0], "hist-log") == 0)
+        return hist_log(j->d, j->s, j->f[2], json, out, why, whylen);
+    return hist_deleted(j->d, j->s, j->f[2], json, out, why, whylen);
+}
+
+static void *job_main(void *arg)
+{
+    struct job *j = arg;
+    char why[1200] = "";
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    int rc = -ENOMEM;
+    if (out) {
+        rc = -EINVAL;
+        for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+            if (strcmp(cmds[i].name, j->f[0]) == 0)
+                rc = (cmds[i].fn ? cmds[i].fn : do_log)(j, out, why, sizeof(why));
+        fclose(out);
+    }
+    if (!rc && text)
+        put(j->fd, text, len);
+    free(text);
+    if (rc) {
+        char line[1300];
+        for (char *p = why; *p; p++)
+            if (*p == '\n' || *p == '\r')
+                *p = ' ';
+        int n = snprintf(line, sizeof(line), "error %s\n", why[0] ? why : strerror(-rc));
+        put(j->fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+    } else {
+        put(j->fd, "ok\n", 3);
+    }
+    close(j->fd);
+    free(j);
+    __atomic_sub_fetch(&jobs, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static void refuse(int fd, const char *why)
+{
+    char line[700];
+    int n = snprintf(line, sizeof(line), "error %s\n", why);
+    (void)!send(fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1,
+                MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+bool hist_serve(struct daemon *d, int fd, const char *line)
+{
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        refuse(fd, "out of memory");
+        return false;
+    }
+    j->d = d;
+    j->fd = fd;
+    snprintf(j->line, sizeof(j->line), "%s", line);
+    char *p = j->line;
+    for (; p && j->nf < MAX_FIELDS; j->nf++) {
+        j->f[j->nf] = p;
+        if ((p = strchr(p, '\t')))
+            *p++ = '\0';
+    }
+    int want = -1;
+    bool mount = false;
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+        if (strcmp(cmds[i].name, j->f[0]) == 0)
+            want = cmds[i].nf, mount = cmds[i].mount;
+    if (want < 0 || j->nf != want || p) {
+        refuse(fd, want < 0 ? "unknown command" : "malformed history command");
+        free(j);
+        return false;
+    }
+    for (size_t i = 0; mount && i < d->n; i++)
+        if (!d->stores[i].gone && strcmp(d->stores[i].mount_path, j->f[1]) == 0)
+            j->s = &d->stores[i];
+    if (mount && !j->s) {
+        char why[4300];
+        snprintf(why, sizeof(why), "no memory store of this daemon is mounted at %s", j->f[1]);
+        refuse(fd, why);
+        free(j);
+        return false;
+    }
+    /* The thread writes with blocking sends, each bounded. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    bool started = false;
+    if (__atomic_add_fetch(&jobs, 1, __ATOMIC_SEQ_CST) <= MAX_JOBS)
+        started = pthread_create(&t, &a, job_main, j) == 0;
+    pthread_attr_destroy(&a);
+    if (!started) {
+        __atomic_sub_fetch(&jobs, 1, __ATOMIC_SEQ_CST);
+        refuse(fd, "too many history commands at once; try again");
+        free(j);
+        return false;
+    }
+    return true; /* the thread answers and closes fd */
+}
+
+void hist_drain(int timeout_s)
+{
+    for (int i = 0; i < timeout_s * 10 && __atomic_load_n(&jobs, __ATOMIC_SEQ_CST) > 0; i++)
+        usleep(100 * 1000);
+}

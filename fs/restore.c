@@ -1,0 +1,143 @@
+/* restore.c - the local edit a restore makes (memstorefs restore,
+ * memstorefs conflicts restore), on the daemon, off the FUSE threads.
+ *
+ * A restore is an ordinary local edit, made the way a write and a close
+ * through the mount make one, so the sync treats it like any other: the
+ * bytes are saved in the cache (cache_set_content: dirty unless back at
+ * the baseline, CACHE_SAVED so the next periodic sync pushes it, with the
+ * preconditions and store-wins rules of every push), and the kernel is
+ * told to drop its pages and attributes of the file (notify.c, through the
+ * same callbacks the sync thread uses).  A missing file is made as an
+ * open(O_CREAT) makes one (cache_create_open: never pushed empty), its
+ * missing directories as mkdir makes them.
+ *
+ * Invariants:
+ *  - nothing is lost: content of the file that is not in the store (dirty
+ *    or refused) and differs from what the restore writes is kept as a
+ *    conflict record first (kind store_won: a version of the store
+ *    replaced it; memstorefs conflicts shows it);
+ *  - a file open for writing is refused (-EBUSY): its writer's buffer was
+ *    loaded from the old content, and its next close would lose to the
+ *    restore (or the restore to it);
+ *  - read-only stores: -EROFS before anything (the cache refuses too).
+ * Called from a history thread (histserve.c), never from a FUSE request,
+ * with no lock held, so the kernel notifications cannot deadlock. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "engine.h"
+#include "history.h"
+#include "openfile.h"
+#include "rules.h"
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int restore_node_at(struct daemon *d, struct fs_store *s, const char *path, struct cnode *out)
+{
+    return cache_node_at(d->cache, s->id, path, out);
+}
+
+/* True when a descriptor may write to row now. */
+static bool open_for_writing(uint64_t row)
+{
+    struct ofile *f = ofile_find(row);
+    if (!f)
+        return false;
+    ofile_lock(f);
+    bool w = f->writers > 0 || f->dirty;
+    ofile_unlock(f);
+    ofile_put(f);
+    return w;
+}
+
+/* The directory that will hold path's last segment, made (with every
+ * missing one above it) as mkdir makes them; *parent gets its row. */
+static int make_parents(struct daemon *d, struct fs_store *s, const struct sync_notify *nt,
+                        const char *path, uint64_t *parent)
+{
+    uint64_t dir = s->root;
+    const char *seg = path + 1;
+    for (const char *slash; (slash = strchr(seg, '/')); seg = slash + 1) {
+        char name[MEM_PATH_MAX_BYTES + 1];
+        snprintf(name, sizeof(name), "%.*s", (int)(slash - seg), seg);
+        struct cnode n = {0};
+        int rc = cache_lookup(d->cache, dir, name, &n);
+        if (rc == -ENOENT) {
+            cnode_clear(&n);
+            rc = cache_create(d->cache, dir, name, true, now_ns(), &n);
+            if (!rc)
+                nt->entry_new(nt->arg, dir, name);
+        } else if (!rc && !n.is_dir) {
+            rc = -ENOTDIR;
+        }
+        if (rc) {
+            cnode_clear(&n);
+            return rc;
+        }
+        dir = n.ino;
+        cnode_clear(&n);
+    }
+    *parent = dir;
+    return 0;
+}
+
+int restore_write(struct daemon *d, struct fs_store *s, const char *path, const char *buf,
+                  size_t len, struct restore_done *done)
+{
+    memset(done, 0, sizeof(*done));
+    if (s->read_only)
+        return -EROFS;
+    if (len > MEM_CONTENT_MAX_BYTES)
+        return -EFBIG;
+    struct sync_notify nt;
+    fs_notify_init(s, &nt);
+    char sha[SHA256_HEX_LEN + 1];
+    sha256_hex(buf, len, sha);
+    struct cnode n;
+    uint64_t parent = 0;
+    const char *name = strrchr(path, '/') + 1;
+    int rc = restore_node_at(d, s, path, &n);
+    if (rc == -ENOENT) {
+        /* A new file, as open(O_CREAT) then write and close make one. */
+        rc = make_parents(d, s, &nt, path, &parent);
+        if (!rc)
+            rc = cache_create_open(d->cache, parent, name, now_ns(), &n);
+        if (rc)
+            return rc;
+        nt.entry_new(nt.arg, parent, name);
+        done->created = true;
+    } else if (rc) {
+        return rc;
+    } else if (n.is_dir) {
+        cnode_clear(&n);
+        return -EISDIR;
+    }
+    if (open_for_writing(n.ino)) {
+        rc = -EBUSY;
+    } else if (!done->created && strcmp(n.sha, sha) == 0) {
+        done->unchanged = true;
+    } else {
+        if (!done->created && n.state != CNODE_CLEAN && n.sha[0] && n.has_content) {
+            /* Content the store does not have: kept before it is replaced. */
+            rc = cache_conflict_add(d->cache, s->id, n.path, n.memory_id, n.sha, sha);
+            done->kept_conflict = !rc;
+        }
+        if (!rc)
+            rc = cache_set_content(d->cache, n.ino, buf, len, now_ns(), NULL);
+        if (!rc)
+            nt.inval_inode(nt.arg, n.ino);
+    }
+    if (rc && done->created && cache_unlink(d->cache, parent, name, false, NULL) == 0)
+        nt.entry_gone(nt.arg, parent, n.ino, name); /* no empty file is left behind */
+    cnode_clear(&n);
+    return rc;
+}

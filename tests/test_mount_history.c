@@ -1,0 +1,424 @@
+/* test_mount_history.c - memory history and recovery from the shell
+ * (issue 14, docs/history.md), through a real mount against memstored:
+ * memstorefs log (fields, newest first, renames, --deleted, --json),
+ * show (byte-exact; a redacted version or a deletion fails), restore (one
+ * new modified version in the store; a deleted file comes back; unpushed
+ * changes kept; --to; a file open for writing), and the errors: a
+ * read-only store (EROFS wording), an unknown version, a path outside any
+ * mount, a server failing or stopped.  The commands run from inside the
+ * mount directory with no credential in their environment: the daemon's
+ * is used. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+static const char *const seed[] = {
+    "/notes/a.md", "first\n",
+    "/keep.md", "kept\n",
+    NULL,
+};
+
+static void setup(void)
+{
+    sy_start(seed);
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_history, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Runs a memstorefs command in the mount with no credential in its
+ * environment (only the daemon's may be used). */
+static int mfs(char **out, const char *args)
+{
+    return sy_run(out, "env -u ANTHROPIC_API_KEY -u ANTHROPIC_BASE_URL $MFS %s", args);
+}
+
+/* The JSON lines of out as an array (caller deletes). */
+static cJSON *json_lines(const char *out)
+{
+    cJSON *a = cJSON_CreateArray();
+    char *copy = strdup(out), *save = NULL;
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        cJSON *o = cJSON_Parse(l);
+        cr_assert_not_null(o, "not a JSON line: %s", l);
+        cJSON_AddItemToArray(a, o);
+    }
+    free(copy);
+    return a;
+}
+
+/* Writes content to path in the mount, then syncs it to the store. */
+static void edit_synced(const char *path, const char *content)
+{
+    char file[600];
+    snprintf(file, sizeof(file), "%s/%s", mnt, path);
+    FILE *f = fopen(file, "w");
+    cr_assert_not_null(f, "cannot open %s", file);
+    cr_assert_eq(fwrite(content, 1, strlen(content), f), strlen(content));
+    cr_assert_eq(fclose(f), 0);
+    sy_after_sync();
+}
+
+/* The id of version i (0: newest) of memory id on the server (malloc'd). */
+static char *server_version(const char *id, int i)
+{
+    cJSON *v = sy_versions(id);
+    const char *s = tj_str(cJSON_GetArrayItem(v, i), "id");
+    char *r = s ? strdup(s) : NULL;
+    cJSON_Delete(v);
+    cr_assert_not_null(r, "memory %s has no version %d", id, i);
+    return r;
+}
+
+Test(mount_history, log_lists_the_versions_newest_first_with_who_size_and_path)
+{
+    sy_mount(false, "");
+    char *id = sy_id("/notes/a.md");
+    cr_assert_not_null(id);
+    edit_synced("notes/a.md", "second\n");
+    edit_synced("notes/a.md", "third, longer\n");
+
+    char *out = NULL;
+    cr_assert_eq(mfs(&out, "log --json notes/a.md"), 0, "%s", out);
+    cJSON *l = json_lines(out), *v = sy_versions(id);
+    cr_assert_eq(cJSON_GetArraySize(l), 3, "%s", out);
+    cr_assert_eq(cJSON_GetArraySize(v), 3);
+    static const char *const ops[] = {"modified", "modified", "created"};
+    static const int sizes[] = {14, 7, 6};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *x = cJSON_GetArrayItem(l, i), *s = cJSON_GetArrayItem(v, i);
+        cr_expect_str_eq(tj_str(x, "version_id"), tj_str(s, "id"), "not newest first: %s", out);
+        cr_expect_str_eq(tj_str(x, "memory_id"), id);
+        cr_expect_str_eq(tj_str(x, "operation"), ops[i]);
+        cr_expect_str_eq(tj_str(x, "created_at"), tj_str(s, "created_at"));
+        cr_expect_eq((int)tj_num(x, "size"), sizes[i]);
+        cr_expect_str_eq(tj_str(x, "path"), "/notes/a.md");
+        cr_expect_str_eq(tj_str(x, "created_by.type"), "api_actor");
+        cr_expect_str_eq(tj_str(x, "created_by.id"), tj_str(s, "created_by.api_key_id"));
+        cr_expect_eq(cJSON_IsTrue(cJSON_GetObjectItem(x, "current")), i == 0,
+                     "only the newest is the file's version: %s", out);
+    }
+    cJSON_Delete(l);
+    cJSON_Delete(v);
+    free(out);
+
+    /* The human form: a header naming the memory, a line per version. */
+    cr_assert_eq(mfs(&out, "log notes/a.md"), 0, "%s", out);
+    char want[200];
+    snprintf(want, sizeof(want), "memory %s of memory store %s, 3 versions", id, store);
+    cr_expect(strstr(out, want), "no header: %s", out);
+    char *newest = server_version(id, 0);
+    char *first_line = strchr(out, '\n') + 1;
+    cr_expect(strncmp(first_line, newest, strlen(newest)) == 0, "not newest first: %s", out);
+    cr_expect(strstr(out, "modified") && strstr(out, "created") && strstr(out, "14 B") &&
+                  strstr(out, "api apikey_") && strstr(out, "(the file's version)"),
+              "a field is missing: %s", out);
+    free(newest);
+    free(out);
+    free(id);
+}
+
+Test(mount_history, a_rename_is_visible_in_log)
+{
+    sy_mount(false, "");
+    char *id = sy_id("/notes/a.md");
+    cr_assert_eq(sy_run(NULL, "mv notes/a.md notes/b.md"), 0);
+    sy_after_sync();
+    char *out = NULL;
+    cr_assert_eq(mfs(&out, "log --json notes/b.md"), 0, "%s", out);
+    cJSON *l = json_lines(out);
+    cr_assert_eq(cJSON_GetArraySize(l), 2, "%s", out);
+    cr_expect_str_eq(tj_str(cJSON_GetArrayItem(l, 0), "path"), "/notes/b.md");
+    cr_expect_str_eq(tj_str(cJSON_GetArrayItem(l, 0), "memory_id"), id);
+    cr_expect_str_eq(tj_str(cJSON_GetArrayItem(l, 1), "path"), "/notes/a.md");
+    cJSON_Delete(l);
+    free(out);
+    free(id);
+}
+
+Test(mount_history, show_prints_a_version_byte_exact)
+{
+    sy_mount(false, "");
+    char *id = sy_id("/notes/a.md");
+    static const char odd[] = "tab\there\n\n  \xc3\xbcnic\xc3\xb6" "de \\ 'quoted' %s\nno newline";
+    edit_synced("notes/a.md", odd);
+    edit_synced("notes/a.md", "newer\n");
+    char *v1 = server_version(id, 1), *v0 = server_version(id, 2), *cmd = NULL;
+    char *out = NULL;
+    cr_assert(asprintf(&cmd, "show notes/a.md --version %s", v1) > 0);
+    cr_assert_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect_str_eq(out, odd, "show changed the bytes");
+    free(out);
+    free(cmd);
+    /* Byte for byte through a pipe too, from an absolute path. */
+    cr_assert_eq(sy_run(&out, "test \"$($MFS show '%s/notes/a.md' --version %s | od -An -c)\" = "
+                              "\"$(printf 'first\\n' | od -An -c)\"", mnt, v0), 0, "%s", out);
+    free(out);
+    free(v1);
+    free(v0);
+    free(id);
+}
+
+Test(mount_history, a_redacted_version_or_a_deletion_has_no_content)
+{
+    sy_mount(false, "");
+    char *id = sy_id("/notes/a.md");
+    edit_synced("notes/a.md", "second\n");
+    char *old = server_version(id, 1), *path = NULL, *cmd = NULL, *out = NULL;
+    cr_assert(asprintf(&path, "/v1/memory_stores/%s/memory_versions/%s/redact", store, old) > 0);
+    struct tresp r;
+    cr_assert_eq(t_api(&E.msd, "POST", path, "{}", &r), 0);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    tresp_free(&r);
+    cr_assert(asprintf(&cmd, "show notes/a.md --version %s", old) > 0);
+    cr_expect_eq(mfs(&out, cmd), 1, "%s", out);
+    cr_expect(strstr(out, "was redacted"), "%s", out);
+    free(out);
+    /* The log shows it, redacted. */
+    cr_assert_eq(mfs(&out, "log notes/a.md"), 0, "%s", out);
+    cr_expect(strstr(out, "(redacted)"), "%s", out);
+    free(out);
+
+    cr_assert_eq(sy_run(NULL, "rm notes/a.md"), 0);
+    sy_after_sync();
+    char *del = server_version(id, 0), *cmd2 = NULL;
+    cr_assert(asprintf(&cmd2, "show notes/a.md --version %s", del) > 0);
+    cr_expect_eq(mfs(&out, cmd2), 1, "%s", out);
+    cr_expect(strstr(out, "records the deletion"), "%s", out);
+    free(out);
+    free(cmd);
+    free(cmd2);
+    free(path);
+    free(old);
+    free(del);
+    free(id);
+}
+
+Test(mount_history, restore_adds_one_modified_version_with_the_old_content)
+{
+    sy_mount(false, "");
+    char *id = sy_id("/notes/a.md");
+    edit_synced("notes/a.md", "overwritten with something worse\n");
+    int before = sy_count_versions(id, NULL);
+    char *first = server_version(id, 1), *cmd = NULL, *out = NULL;
+    cr_assert(asprintf(&cmd, "restore notes/a.md --version %s", first) > 0);
+    cr_assert_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(strstr(out, "restored"), "%s", out);
+    free(out);
+    /* An ordinary local edit: the mount shows it at once, dirty. */
+    sy_run(&out, "cat notes/a.md; getfattr --only-values -n user.memstore.state notes/a.md");
+    cr_expect_str_eq(out, "first\ndirty");
+    free(out);
+    sy_after_sync();
+    char *c = sy_content("/notes/a.md");
+    cr_expect_str_eq(c, "first\n");
+    free(c);
+    cr_expect_eq(sy_count_versions(id, NULL), before + 1, "not one new version");
+    cJSON *v = sy_versions(id);
+    cr_expect_str_eq(tj_str(cJSON_GetArrayItem(v, 0), "operation"), "modified");
+    cr_expect_str_eq(tj_str(cJSON_GetArrayItem(v, 0), "content_sha256"), t_sha("first\n"));
+    cJSON_Delete(v);
+    cr_expect_eq(sy_pending(), 0);
+
+    /* Again: the file holds it already; nothing changes. */
+    cr_assert_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(strstr(out, "nothing was changed"), "%s", out);
+    free(out);
+    sy_after_sync();
+    cr_expect_eq(sy_count_versions(id, NULL), before + 1, "a no-op restore wrote a version");
+    free(cmd);
+    free(first);
+    free(id);
+}
+
+Test(mount_history, a_deleted_file_is_listed_and_brought_back)
+{
+    sy_mount(false, "");
+    char *id = sy_id("/notes/a.md");
+    edit_synced("notes/a.md", "second\n");
+    cr_assert_eq(sy_run(NULL, "rm -r notes"), 0);
+    sy_after_sync();
+    cr_assert_eq(sy_count_versions(id, "deleted"), 1, "the delete was not pushed");
+
+    char *out = NULL;
+    cr_assert_eq(mfs(&out, "log --deleted ."), 0, "%s", out);
+    cr_expect(strstr(out, id) && strstr(out, "/notes/a.md"), "not listed: %s", out);
+    free(out);
+    cr_assert_eq(mfs(&out, "log --deleted --json notes"), 0, "%s", out);
+    cJSON *l = json_lines(out);
+    cr_assert_eq(cJSON_GetArraySize(l), 1, "%s", out);
+    cr_expect_str_eq(tj_str(cJSON_GetArrayItem(l, 0), "memory_id"), id);
+    cr_expect_str_eq(tj_str(cJSON_GetArrayItem(l, 0), "path"), "/notes/a.md");
+    cr_expect_not_null(tj_str(cJSON_GetArrayItem(l, 0), "deleted_at"));
+    cJSON_Delete(l);
+    free(out);
+    /* Nothing was deleted under another directory. */
+    cr_assert_eq(sy_run(NULL, "mkdir other"), 0);
+    cr_assert_eq(mfs(&out, "log --deleted other"), 0, "%s", out);
+    cr_expect(strstr(out, "no memory deleted"), "%s", out);
+    free(out);
+
+    /* Its log, by the path it had: the deletion on top. */
+    cr_assert_eq(mfs(&out, "log --json notes/a.md"), 0, "%s", out);
+    l = json_lines(out);
+    cr_assert_eq(cJSON_GetArraySize(l), 3, "%s", out);
+    cr_expect_str_eq(tj_str(cJSON_GetArrayItem(l, 0), "operation"), "deleted");
+    char *v = strdup(tj_str(cJSON_GetArrayItem(l, 1), "version_id"));
+    cJSON_Delete(l);
+    free(out);
+
+    char *cmd = NULL;
+    cr_assert(asprintf(&cmd, "restore notes/a.md --version %s", v) > 0);
+    cr_assert_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(strstr(out, "recreated") && strstr(out, id), "does not say which memory: %s", out);
+    free(out);
+    sy_run(&out, "cat notes/a.md");
+    cr_expect_str_eq(out, "second\n");
+    free(out);
+    sy_after_sync();
+    char *c = sy_content("/notes/a.md"), *nid = sy_id("/notes/a.md");
+    cr_expect_str_eq(c, "second\n", "the store did not get it back");
+    cr_expect(nid && strcmp(nid, id) != 0, "a deleted memory cannot come back under its id");
+    free(c);
+    free(nid);
+    free(cmd);
+    free(v);
+    free(id);
+}
+
+Test(mount_history, restore_keeps_unpushed_changes_and_to_makes_a_copy)
+{
+    sy_mount(false, "--sync-interval 3600");
+    char *id = sy_id("/notes/a.md");
+    edit_synced("notes/a.md", "second\n");
+    char *first = server_version(id, 1), *cmd = NULL, *out = NULL;
+    /* A local edit the store does not have yet. */
+    cr_assert_eq(sy_run(NULL, "echo 'not pushed yet' > notes/a.md"), 0);
+    cr_assert(asprintf(&cmd, "restore notes/a.md --version %s", first) > 0);
+    cr_assert_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(strstr(out, "conflict record"), "%s", out);
+    free(out);
+    char *kept = mnt_q(&E, "SELECT CAST(b.data AS TEXT) FROM conflicts k JOIN blobs b"
+                      " ON b.sha = k.local_sha WHERE k.path = '/notes/a.md'");
+    cr_expect_str_eq(kept, "not pushed yet\n", "the unpushed edit was lost");
+    free(kept);
+    sy_run(&out, "cat notes/a.md");
+    cr_expect_str_eq(out, "first\n");
+    free(out);
+    free(cmd);
+
+    /* --to: a new file; an existing one is refused. */
+    cr_assert(asprintf(&cmd, "restore notes/a.md --version %s --to copy.md", first) > 0);
+    cr_assert_eq(mfs(&out, cmd), 0, "%s", out);
+    free(out);
+    sy_run(&out, "cat copy.md");
+    cr_expect_str_eq(out, "first\n");
+    free(out);
+    cr_expect_eq(mfs(&out, cmd), 1, "%s", out);
+    cr_expect(strstr(out, "exists"), "%s", out);
+    free(out);
+    free(cmd);
+
+    /* A file open for writing is left alone. */
+    char *second = server_version(id, 0);
+    cr_assert(asprintf(&cmd, "exec 3>>notes/a.md; $MFS restore notes/a.md --version %s",
+                       second) > 0);
+    cr_expect_eq(sy_run(&out, "%s", cmd), 1, "%s", out);
+    cr_expect(strstr(out, "open for writing"), "%s", out);
+    free(out);
+    sy_run(&out, "cat notes/a.md");
+    cr_expect_str_eq(out, "first\n", "a refused restore changed the file");
+    free(out);
+    free(cmd);
+    free(second);
+    free(first);
+    free(id);
+}
+
+Test(mount_history, restore_is_refused_on_a_read_only_store)
+{
+    sy_mount(true, "");
+    char *id = sy_id("/notes/a.md");
+    char *v = server_version(id, 0), *cmd = NULL, *out = NULL;
+    cr_assert_eq(mfs(&out, "log notes/a.md"), 0, "reading history is allowed: %s", out);
+    free(out);
+    cr_assert(asprintf(&cmd, "restore notes/a.md --version %s", v) > 0);
+    cr_expect_eq(mfs(&out, cmd), 1, "%s", out);
+    cr_expect(strstr(out, "read-only") && strstr(out, "EROFS"), "%s", out);
+    free(out);
+    cr_expect_eq(sy_count_versions(id, NULL), 1);
+    free(cmd);
+    free(v);
+    free(id);
+}
+
+Test(mount_history, unknown_versions_and_paths_outside_a_mount)
+{
+    sy_mount(false, "");
+    char *out = NULL;
+    cr_expect_eq(mfs(&out, "show notes/a.md --version memver_doesnotexist"), 1, "%s", out);
+    cr_expect(strstr(out, "has no version memver_doesnotexist"), "%s", out);
+    free(out);
+    cr_expect_eq(mfs(&out, "restore notes/a.md --version memver_doesnotexist"), 1, "%s", out);
+    cr_expect(strstr(out, "has no version"), "%s", out);
+    free(out);
+    cr_expect_eq(mfs(&out, "show notes/a.md --version 'a/b'"), 2, "%s", out);
+    free(out);
+    cr_expect_eq(mfs(&out, "show notes/a.md"), 2, "--version is required: %s", out);
+    free(out);
+    cr_expect_eq(mfs(&out, "log"), 2, "%s", out);
+    free(out);
+    cr_expect_eq(mfs(&out, "log nothing/here.md"), 1, "%s", out);
+    cr_expect(strstr(out, "no memory deleted at that path"), "%s", out);
+    free(out);
+    cr_expect_eq(mfs(&out, "log .anthropic-memory-store"), 1, "%s", out);
+    cr_expect(strstr(out, "marker"), "%s", out);
+    free(out);
+    cr_assert_eq(sy_run(NULL, "echo new > fresh.md"), 0);
+    cr_expect_eq(mfs(&out, "log fresh.md"), 1, "%s", out);
+    cr_expect(strstr(out, "never synced"), "%s", out);
+    free(out);
+    static const char *const outside[] = {"log /tmp", "log --deleted /", "show / --version x",
+                                          "restore /etc/hostname --version x"};
+    for (size_t i = 0; i < sizeof(outside) / sizeof(outside[0]); i++) {
+        cr_expect_eq(mfs(&out, outside[i]), 1, "%s: %s", outside[i], out);
+        cr_expect(strstr(out, "is not inside a memstorefs mount"), "%s: %s", outside[i], out);
+        free(out);
+    }
+}
+
+Test(mount_history, a_server_failing_or_down_is_a_clear_error)
+{
+    sy_mount(false, "--flush-timeout 5");
+    char *id = sy_id("/notes/a.md");
+    char *v = server_version(id, 0), *cmd = NULL, *out = NULL;
+    sy_fault("{\"action\":\"status\",\"status\":500,\"count\":0,"
+             "\"path\":\"/v1/memory_stores/*/memory_versions*\"}");
+    cr_expect_eq(mfs(&out, "log notes/a.md"), 1, "%s", out);
+    cr_expect(strstr(out, "HTTP 500"), "%s", out);
+    free(out);
+    sy_clear_faults();
+
+    cr_assert_eq(msd_terminate(&E.msd) >= 0, true);
+    cr_assert(asprintf(&cmd, "restore notes/a.md --version %s", v) > 0);
+    cr_expect_eq(mfs(&out, cmd), 1, "%s", out);
+    cr_expect(strstr(out, "cannot be reached") && strstr(out, "nothing was changed"), "%s", out);
+    free(out);
+    cr_expect_eq(mfs(&out, "log notes/a.md"), 1, "%s", out);
+    cr_expect(strstr(out, "cannot be reached"), "%s", out);
+    free(out);
+    sy_run(&out, "cat notes/a.md");
+    cr_expect_str_eq(out, "first\n", "a failed restore changed the file");
+    free(out);
+    free(cmd);
+    free(v);
+    free(id);
+}

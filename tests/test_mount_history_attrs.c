@@ -1,0 +1,208 @@
+/* test_mount_history_attrs.c - the read-only user.memstore.* extended
+ * attributes of every file (getfattr lists the five with the values the
+ * store and the cache hold; setfattr is refused, quietly enough for cp -a;
+ * the marker and
+ * directories have none), and conflict records you can act on: a real
+ * store-wins conflict shown with `conflicts diff` and put back with
+ * `conflicts restore`, which the next sync pushes (issue 14). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+static const char *const seed[] = {
+    "/notes/a.md", "alpha\n",
+    "/c.md", "shared\n",
+    NULL,
+};
+
+static void setup(void)
+{
+    sy_start(seed);
+    sy_mount(false, "");
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_history_attrs, .init = setup, .fini = teardown, .timeout = 120);
+
+/* getfattr --only-values -n user.memstore.NAME PATH (malloc'd; the error
+ * text when it fails). */
+static char *attr(const char *path, const char *name)
+{
+    char *out = NULL;
+    sy_run(&out, "getfattr --only-values -n user.memstore.%s %s 2>&1", name, path);
+    return out;
+}
+
+static void expect_attr(const char *path, const char *name, const char *want)
+{
+    char *v = attr(path, name);
+    cr_expect_str_eq(v, want, "user.memstore.%s of %s", name, path);
+    free(v);
+}
+
+Test(mount_history_attrs, getfattr_lists_the_five_attributes_with_their_values)
+{
+    sy_after_sync();
+    cJSON *l = sy_list();
+    const cJSON *m = sy_find(l, "/notes/a.md");
+    cr_assert_not_null(m);
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "getfattr -d notes/a.md"), 0, "%s", out);
+    char want[2000];
+    snprintf(want, sizeof(want),
+             "# file: notes/a.md\n"
+             "user.memstore.memory_id=\"%s\"\n"
+             "user.memstore.sha256=\"%s\"\n"
+             "user.memstore.state=\"clean\"\n"
+             "user.memstore.updated_at=\"%s\"\n"
+             "user.memstore.version_id=\"%s\"\n\n",
+             tj_str(m, "id"), t_sha("alpha\n"), tj_str(m, "updated_at"),
+             tj_str(m, "memory_version_id"));
+    cr_expect_str_eq(out, want);
+    free(out);
+    cJSON_Delete(l);
+
+    /* A local edit: dirty, the new hash; then pushed: clean, the new version. */
+    cr_assert_eq(sy_run(NULL, "echo beta > notes/a.md"), 0);
+    expect_attr("notes/a.md", "state", "dirty");
+    expect_attr("notes/a.md", "sha256", t_sha("beta\n"));
+    sy_after_sync();
+    l = sy_list();
+    m = sy_find(l, "/notes/a.md");
+    expect_attr("notes/a.md", "state", "clean");
+    expect_attr("notes/a.md", "version_id", tj_str(m, "memory_version_id"));
+    expect_attr("notes/a.md", "updated_at", tj_str(m, "updated_at"));
+    cJSON_Delete(l);
+
+    /* A remote change reaches them too (the version feed). */
+    char *id = sy_id("/c.md");
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"changed remotely\\n\"}"), 200);
+    sy_after_sync();
+    l = sy_list();
+    m = sy_find(l, "/c.md");
+    expect_attr("c.md", "version_id", tj_str(m, "memory_version_id"));
+    expect_attr("c.md", "sha256", t_sha("changed remotely\n"));
+    cJSON_Delete(l);
+    free(id);
+
+    /* A file never synced has only its hash and state. */
+    cr_assert_eq(sy_run(NULL, "printf new > fresh.md"), 0);
+    cr_assert_eq(sy_run(&out, "getfattr -d fresh.md"), 0, "%s", out);
+    snprintf(want, sizeof(want), "# file: fresh.md\nuser.memstore.sha256=\"%s\"\n"
+                                 "user.memstore.state=\"dirty\"\n\n", t_sha("new"));
+    cr_expect_str_eq(out, want);
+    free(out);
+
+    /* Content the server refuses (not UTF-8). */
+    cr_assert_eq(sy_run(NULL, "printf '\\377\\376' > bad.md"), 0);
+    sy_after_sync();
+    expect_attr("bad.md", "state", "refused");
+
+    /* The marker and directories have none. */
+    cr_assert_eq(sy_run(&out, "getfattr -d .anthropic-memory-store notes; getfattr -d -m - "
+                              ".anthropic-memory-store"), 0, "%s", out);
+    cr_expect_str_eq(out, "", "%s", out);
+    free(out);
+    char *v = attr(".anthropic-memory-store", "state");
+    cr_expect(strstr(v, "No such attribute"), "%s", v);
+    free(v);
+}
+
+Test(mount_history_attrs, setting_or_removing_them_is_refused)
+{
+    char *out = NULL;
+    /* Refused as "not supported": what cp -a takes as a filesystem
+     * without attributes, so a copy within the mount stays quiet. */
+    static const char *const cmds[] = {
+        "setfattr -n user.memstore.state -v clean notes/a.md",
+        "setfattr -n user.memstore.memory_id -v mem_other notes/a.md",
+        "setfattr -x user.memstore.sha256 notes/a.md",
+        "setfattr -n user.memstore.state -v x .anthropic-memory-store",
+    };
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        cr_expect_neq(sy_run(&out, "%s", cmds[i]), 0, "%s succeeded", cmds[i]);
+        cr_expect(strstr(out, "Operation not supported"), "%s: %s", cmds[i], out);
+        free(out);
+    }
+    /* Other attributes: as before. */
+    cr_expect_neq(sy_run(&out, "setfattr -n user.comment -v x notes/a.md"), 0);
+    cr_expect(strstr(out, "Operation not supported"), "%s", out);
+    free(out);
+    cr_expect_eq(sy_run(&out, "cp -a notes/a.md copy.md && cat copy.md"), 0, "%s", out);
+    cr_expect_str_eq(out, "alpha\n", "cp -a complained: %s", out);
+    free(out);
+    char *id = sy_id("/notes/a.md");
+    expect_attr("notes/a.md", "memory_id", id);
+    expect_attr("notes/a.md", "state", "clean");
+    free(id);
+}
+
+Test(mount_history_attrs, a_store_wins_conflict_is_diffed_and_restored)
+{
+    char *id = sy_id("/c.md");
+    sy_after_sync();
+    /* Both sides change between two syncs: the store wins. */
+    cr_assert_eq(sy_run(NULL, "printf 'local line\\nshared\\n' > c.md"), 0);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote line\\nshared\\n\"}"), 200);
+    sy_after_sync();
+    char *out = NULL;
+    sy_run(&out, "cat c.md");
+    cr_assert_str_eq(out, "remote line\nshared\n", "the store did not win");
+    free(out);
+    expect_attr("c.md", "state", "conflict");
+    char *kid = mnt_q(&E, "SELECT id FROM conflicts WHERE path = '/c.md'");
+    cr_assert(kid[0], "no conflict record");
+    int versions = sy_count_versions(id, NULL);
+
+    /* diff: the lost version against the current content. */
+    char *cmd = NULL;
+    cr_assert(asprintf(&cmd, "env -u ANTHROPIC_API_KEY $MFS conflicts diff %s", kid) > 0);
+    cr_assert_eq(sy_run(&out, "%s", cmd), 0, "%s", out);
+    cr_expect(strstr(out, "\n-local line\n+remote line\n shared\n"), "%s", out);
+    cr_expect(strstr(out, "--- ") && strstr(out, "/c.md (conflict") && strstr(out, "+++ "),
+              "%s", out);
+    free(out);
+    free(cmd);
+
+    /* restore: the local version is the file's content again, a local
+     * edit that the next sync pushes as one new version. */
+    cr_assert(asprintf(&cmd, "env -u ANTHROPIC_API_KEY $MFS conflicts restore %s", kid) > 0);
+    cr_assert_eq(sy_run(&out, "%s", cmd), 0, "%s", out);
+    cr_expect(strstr(out, "restored conflict"), "%s", out);
+    free(out);
+    sy_run(&out, "cat c.md");
+    cr_expect_str_eq(out, "local line\nshared\n");
+    free(out);
+    expect_attr("c.md", "state", "dirty");
+    char *n = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(n, "0", "the record stays after it was restored");
+    free(n);
+    sy_after_sync();
+    char *c = sy_content("/c.md");
+    cr_expect_str_eq(c, "local line\nshared\n", "the restored content was not pushed");
+    free(c);
+    cr_expect_eq(sy_count_versions(id, NULL), versions + 1);
+    cr_expect_eq(sy_count_versions(id, "modified"), 2);
+    expect_attr("c.md", "state", "clean");
+
+    /* It is gone now; ids that are not records. */
+    cr_expect_eq(sy_run(&out, "%s", cmd), 1, "%s", out);
+    cr_expect(strstr(out, "no running daemon holds conflict"), "%s", out);
+    free(out);
+    cr_expect_eq(sy_run(&out, "$MFS conflicts diff 999 --cache-dir \"$CACHE\""), 1, "%s", out);
+    cr_expect(strstr(out, "no conflict 999"), "%s", out);
+    free(out);
+    cr_expect_eq(sy_run(&out, "$MFS conflicts restore x1"), 2, "%s", out);
+    free(out);
+    free(cmd);
+    free(kid);
+    free(id);
+}

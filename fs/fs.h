@@ -45,6 +45,7 @@ struct fs_store {
     volatile int loop_done; /* set by the loop thread when it returns */
     bool mounted;
     bool gone;              /* torn down */
+    bool no_opendir;        /* set at FUSE init: the kernel may skip OPENDIR */
 };
 
 /* ops.c */

@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "fs.h"
 #include "log.h"
+#include "warm.h"
 
 static void report(const struct fs_store *s, const char *what, int rc)
 {
@@ -39,6 +40,7 @@ static void leave(struct fs_store *s)
 static void inval_inode(void *arg, uint64_t row)
 {
     struct fs_store *s = arg;
+    warm_drop(row); /* its content changed: the next open looks again */
     if (!enter(s))
         return;
     report(s, "inval_inode",
@@ -63,6 +65,7 @@ static void entry_new(void *arg, uint64_t parent_row, const char *name)
 static void entry_gone(void *arg, uint64_t parent_row, uint64_t row, const char *name)
 {
     struct fs_store *s = arg;
+    warm_drop(row);
     if (!enter(s))
         return;
     fuse_ino_t parent = fs_to_kernel(s, parent_row);

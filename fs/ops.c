@@ -28,6 +28,7 @@
 #include "log.h"
 #include "ops.h"
 #include "rules.h"
+#include "warm.h"
 #include "xattr.h"
 
 #define store_of ops_store
@@ -289,6 +290,13 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fs_store *s = store_of(req);
+    if (s->no_opendir) {
+        /* No state per open directory: the kernel may open directories
+         * without asking (it then caches their listings and keeps them
+         * across opens; notify.c drops them on remote changes). */
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     struct cnode n;
     int rc = cache_getattr(s->cache, fs_to_row(s, ino), &n);
     if (rc) {
@@ -301,7 +309,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ENOTDIR);
         return;
     }
-    fi->cache_readdir = 0;
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
     fuse_reply_open(req, fi);
 }
 
@@ -380,8 +389,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    int rc;
-    if (writing && (fi->flags & O_TRUNC)) {
+    int rc = 0;
+    bool reader = (fi->flags & O_ACCMODE) == O_RDONLY && !writing;
+    if (reader && warm_has(f->row)) {
+        /* Content known to be in the cache: nothing to ask it now; the
+         * kernel keeps its pages, and a read it still sends loads them
+         * (op_read). */
+    } else if (writing && (fi->flags & O_TRUNC)) {
         bool first = false;
         struct cnode n;
         rc = cache_getattr(s->cache, f->row, &n);
@@ -395,6 +409,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
             rc = cache_mark_dirty(s->cache, f->row);
     } else {
         rc = ops_load(s, f);
+        if (!rc)
+            warm_add(f->row);
     }
     if (rc) {
         ofile_put(f);
@@ -403,6 +419,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     fi->fh = (uint64_t)(uintptr_t)f;
     fi->keep_cache = 1;
+    /* A reader has nothing to save at close: no FLUSH round trip. */
+    fi->noflush = reader;
     if ((fi->flags & O_ACCMODE) != O_RDONLY)
         ofile_writer_open(f);
     if (fuse_reply_open(req, fi) != 0) {
@@ -477,6 +495,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+    struct fs_store *s = userdata;
+    s->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
         conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
 }

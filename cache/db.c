@@ -62,6 +62,26 @@ static const char schema[] =
     "  at INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS sent_store_ino ON sent(store, ino);";
 
+/* Blobs are freed in the transaction that drops their last reference
+ * (cache/gc.c has the model): a blob is needed while a node's content or
+ * baseline, a conflict record or an upload in flight names it.  Created
+ * after added_columns, with the indexes that keep each check one lookup. */
+static const char schema_gc[] =
+    "CREATE INDEX IF NOT EXISTS nodes_sha ON nodes(sha);"
+    "CREATE INDEX IF NOT EXISTS nodes_base_sha ON nodes(base_sha);"
+    "CREATE INDEX IF NOT EXISTS conflicts_local_sha ON conflicts(local_sha);"
+    "CREATE INDEX IF NOT EXISTS conflicts_store_at ON conflicts(store, at);"
+    "CREATE INDEX IF NOT EXISTS sent_sha ON sent(sha);"
+    "CREATE TRIGGER IF NOT EXISTS blobs_free_node_update AFTER UPDATE OF sha, base_sha ON nodes"
+    "  WHEN OLD.sha IS NOT NEW.sha OR OLD.base_sha IS NOT NEW.base_sha BEGIN"
+    "  DELETE FROM blobs WHERE sha IN (OLD.sha, OLD.base_sha) AND " DB_BLOB_UNNEEDED "; END;"
+    "CREATE TRIGGER IF NOT EXISTS blobs_free_node_delete AFTER DELETE ON nodes BEGIN"
+    "  DELETE FROM blobs WHERE sha IN (OLD.sha, OLD.base_sha) AND " DB_BLOB_UNNEEDED "; END;"
+    "CREATE TRIGGER IF NOT EXISTS blobs_free_conflict AFTER DELETE ON conflicts BEGIN"
+    "  DELETE FROM blobs WHERE sha = OLD.local_sha AND " DB_BLOB_UNNEEDED "; END;"
+    "CREATE TRIGGER IF NOT EXISTS blobs_free_sent AFTER DELETE ON sent BEGIN"
+    "  DELETE FROM blobs WHERE sha = OLD.sha AND " DB_BLOB_UNNEEDED "; END;";
+
 /* Columns added after the first schema, each added when a cache directory
  * made by an older build lacks it (so no migration needs numbering). */
 static const struct {
@@ -75,6 +95,12 @@ static const struct {
     {"stores", "deletions", "INTEGER NOT NULL DEFAULT 0"},
     /* why the record was kept (enum cache_conflict_kind) */
     {"conflicts", "kind", "INTEGER NOT NULL DEFAULT 0"},
+    /* access time (ns); NULL: the same as mtime (set by utimensat only) */
+    {"nodes", "atime", "INTEGER"},
+    /* when the file was last opened (ns, hour granularity): the eviction order */
+    {"nodes", "used", "INTEGER"},
+    /* the content hash --cache-max-size evicted: fetched on open, not prefetched */
+    {"nodes", "evicted", "TEXT"},
 };
 
 int db_errno(int rc)
@@ -284,13 +310,26 @@ int cache_open(const char *dir, struct cache **out)
         goto fail;
     }
     sqlite3_busy_timeout(c->db, 10000);
-    rc = db_exec(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                    "PRAGMA foreign_keys=OFF;");
+    /* A new database gives freed pages back to the file system on demand
+     * (incremental vacuum, cache/gc.c); set before its first table. */
+    rc = db_exec(c, "PRAGMA auto_vacuum=INCREMENTAL;");
+    /* The WAL is checkpointed every 128 pages (512 KiB) and cut back to
+     * that size once checkpointed, so it stays small whatever is written. */
+    if (!rc)
+        rc = db_exec(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                        "PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=128;"
+                        "PRAGMA journal_size_limit=524288;");
     if (!rc)
         rc = db_exec(c, schema);
     for (size_t i = 0; !rc && i < sizeof(added_columns) / sizeof(added_columns[0]); i++)
         rc = add_column(c, added_columns[i].table, added_columns[i].column,
                         added_columns[i].decl);
+    if (!rc)
+        rc = db_exec(c, schema_gc);
+    /* What an older build left behind goes now (a cache made before blobs
+     * were freed may hold hundreds of MB nothing refers to). */
+    if (!rc)
+        rc = db_reclaim(c);
     if (rc)
         goto fail;
     free(file);

@@ -45,6 +45,15 @@ int64_t db_now_ns(void);
 int db_tombstone(struct cache *c, const char *store_id, const char *memory_id, const char *sha,
                  const char *path, int mode);
 
+/* Shared by write.c and content.c (defined in write.c), caller holds
+ * c->lock:  a node by ino (live or not; -ENOENT when absent); the store of
+ * a node (its id in store_out, CACHE_ID_MAX bytes, may be NULL; its root)
+ * and -EROFS for a read-only one; body(c, arg) run in one transaction
+ * (db_in_tx takes the lock itself). */
+int db_get_node(struct cache *c, uint64_t ino, struct cnode *out);
+int db_writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *root);
+int db_in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg);
+
 /* Steps st (prepared and bound by the caller, who holds c->lock) and
  * appends one item of elem bytes per row to the array *out (malloc'd,
  * *n items), zeroed and then filled by fill (0 or a negative errno).
@@ -57,7 +66,22 @@ int db_collect(struct cache *c, sqlite3_stmt *st, size_t elem, void **out, size_
 #define NODE_COLS                                                                                  \
     "ino, parent, name, path, is_dir, size, mtime, ctime, sha, memory_id, base_sha, state,"      \
     " (sha IS NOT NULL AND EXISTS(SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)),"           \
-    " base_path, unlinked, refused_sha, unsaved"
+    " base_path, unlinked, refused_sha, unsaved, COALESCE(atime, mtime),"                        \
+    " (CASE WHEN is_dir THEN (SELECT count(*) FROM nodes k WHERE k.parent = nodes.ino"          \
+    "  AND k.is_dir = 1) ELSE 0 END), COALESCE(used, 0), (evicted IS sha)"
+/* The condition under which the row of `blobs` being considered is
+ * needed by nothing: no node's content or baseline, no conflict record,
+ * no upload in flight (cache/gc.c has the model). */
+#define DB_BLOB_UNNEEDED                                                                           \
+    "NOT EXISTS (SELECT 1 FROM nodes n WHERE n.sha = blobs.sha)"                                  \
+    " AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.base_sha = blobs.sha)"                        \
+    " AND NOT EXISTS (SELECT 1 FROM conflicts k WHERE k.local_sha = blobs.sha)"                   \
+    " AND NOT EXISTS (SELECT 1 FROM sent x WHERE x.sha = blobs.sha)"
+/* Frees every blob nothing refers to, gives the free pages back to the
+ * file system, and turns on incremental vacuum in a database made before
+ * it (a one-time VACUUM).  Caller does not hold c->lock (gc.c). */
+int db_reclaim(struct cache *c);
+
 /* Fills n from a row selected with NODE_COLS (n is cleared with cnode_clear). */
 int db_row_to_node(sqlite3_stmt *st, struct cnode *n);
 

@@ -60,6 +60,10 @@ int db_row_to_node(sqlite3_stmt *st, struct cnode *n)
     n->unlinked = sqlite3_column_int(st, 14) != 0;
     copy_text(n->refused_sha, sizeof(n->refused_sha), st, 15);
     n->unsaved = sqlite3_column_int(st, 16);
+    n->atime_ns = sqlite3_column_int64(st, 17);
+    n->subdirs = (uint64_t)sqlite3_column_int64(st, 18);
+    n->used_ns = sqlite3_column_int64(st, 19);
+    n->evicted = sqlite3_column_int(st, 20) != 0;
     return 0;
 }
 
@@ -267,12 +271,14 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
         " COALESCE(SUM(CASE WHEN is_dir = 0 THEN size ELSE 0 END), 0),"
         " COALESCE(SUM(is_dir = 0 AND state = 1 AND unsaved != 1), 0),"
         " COALESCE(SUM(is_dir = 0 AND state = 2), 0),"
-        " COALESCE(SUM(is_dir = 0 AND (sha IS NULL OR NOT EXISTS"
+        " COALESCE(SUM(is_dir = 0 AND evicted IS NOT sha AND (sha IS NULL OR NOT EXISTS"
         "   (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))), 0),"
         " (SELECT count(*) FROM tombstones t WHERE t.store = ?1),"
         " (SELECT count(*) FROM conflicts k WHERE k.store = ?1),"
         " (SELECT count(*) FROM tombstones t WHERE t.store = ?1 AND t.mode != 0),"
-        " COALESCE(SUM(is_dir = 0 AND unsaved = 1), 0)"
+        " COALESCE(SUM(is_dir = 0 AND unsaved = 1), 0),"
+        " COALESCE(SUM(is_dir = 0 AND evicted IS sha AND NOT EXISTS"
+        "   (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)), 0)"
         " FROM nodes WHERE store = ?1 AND unlinked = 0", &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
@@ -288,6 +294,7 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
             s->conflicts = (uint64_t)sqlite3_column_int64(st, 7);
             s->kept_deletions = (uint64_t)sqlite3_column_int64(st, 8);
             s->unsaved = (uint64_t)sqlite3_column_int64(st, 9);
+            s->evicted = (uint64_t)sqlite3_column_int64(st, 10);
             rc = 0;
         } else {
             rc = db_fail(c, rc, "store stats");
@@ -316,6 +323,7 @@ int cache_missing_content(struct cache *c, const char *store_id, struct cache_mi
     db_lock(c);
     int rc = db_prepare(c, "SELECT memory_id, sha FROM nodes WHERE store = ? AND is_dir = 0"
                            " AND unlinked = 0 AND memory_id IS NOT NULL AND sha IS NOT NULL"
+                           " AND evicted IS NOT sha"
                            " AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)"
                            " ORDER BY path", &st);
     if (!rc) {

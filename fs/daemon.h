@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "fs.h"
@@ -21,6 +22,7 @@ struct daemon {
     char ctl_path[4200];
     int flush_timeout;    /* seconds: bound of the final sync */
     const char *cache_dir;
+    uint64_t cache_max_size; /* --cache-max-size, 0: none (for status) */
 };
 
 /* Unmounts one store, removes the directories it created, drops its lock. */

@@ -4,7 +4,9 @@
 # directory on the same machine at the same time, and the ratio is what is
 # reported.  Also: mount time as the store grows, one sync with nothing
 # changed and with k dirty files (requests counted at memstored), and the
-# daemon's memory.  BASELINE=/path/to/other/memstorefs adds a column with
+# daemon's memory, and the cache's size on disk after each workload (one
+# 100 KiB file rewritten 10,000 times among them) beside the live content.
+# BASELINE=/path/to/other/memstorefs adds a column with
 # that build's ratios (this build vs the last).
 #   contrib/bench.sh [FILES]      (default 500 files of ~1 KiB)
 set -euo pipefail
@@ -49,6 +51,20 @@ admin() { curl -s -X "$1" -H 'x-admin-key: bench-admin' "$ANTHROPIC_BASE_URL$2";
 downloads() { admin GET /admin/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["routes"].get("GET /v1/memory_stores/{id}/memories/{id}", 0))'; }
 
 read_all() { for _ in 1 2 3 4 5; do cat "$1"/d*/*.md >/dev/null; done; }
+# The cache's size on disk (cache.db and its WAL), and the live content of a
+# mount (the sum of its files' sizes), in KiB.
+cache_kb() { local n=0 f; for f in "$1"/cache.db "$1"/cache.db-wal; do
+  [ -f "$f" ] && n=$((n + $(stat -c %s "$f"))); done; echo $((n / 1024)); }
+live_kb() { find "$1" -type f -printf '%s\n' | awk '{n += $1} END {print int(n / 1024)}'; }
+# One 100 KiB file rewritten 10,000 times, each time with other content.
+rewrite_big() { python3 - "$1/big.md" <<'PY'
+import sys
+body = b"x" * (100 * 1024 - 8)
+for i in range(10000):
+    with open(sys.argv[1], "wb") as f:
+        f.write(b"%07d\n" % i + body)
+PY
+}
 write_small() { for i in $(seq 1 200); do printf 'note %d\n' "$i" >"$1/w$i.md"; done; }
 grep_all() { grep -r -l zzz "$1" || true; }
 
@@ -59,9 +75,15 @@ bench_one() { # $1 = memstorefs binary; prints ratios
   t1=$(now)
   MOUNT_S=$(secs "$t0" "$t1")
   cat "$mnt"/d*/*.md >/dev/null # first reads: fetch what the prefetch has not
+  CACHE_MOUNT=$(cache_kb "$cache")
   READ_R=$(ratio "$(timed read_all "$mnt")" "$(timed read_all "$TMPFS")")
   GREP_R=$(ratio "$(timed grep_all "$mnt")" "$(timed grep_all "$TMPFS")")
+  CACHE_READ=$(cache_kb "$cache")
   WRITE_R=$(ratio "$(timed write_small "$mnt")" "$(timed write_small "$TMPFS")")
+  CACHE_WRITE=$(cache_kb "$cache")
+  rewrite_big "$mnt"
+  CACHE_REWRITE=$(cache_kb "$cache")
+  LIVE=$(live_kb "$mnt")
   RSS_KB=$(ps -o rss= -p "$(sed -n 's/^pid=//p' "$W"/run/store-*.lock | head -1)" | tr -d ' ')
   "$mfs" unmount --all >/dev/null 2>&1
   rm -f "$TMPFS"/w*.md
@@ -84,8 +106,13 @@ printf '%-44s %10s\n' "mount time, cold cache (s)" "$MOUNT_S"
 printf '%-44s %10s\n' "mount time, warm cache (s)" "$REMOUNT_S"
 printf '%-44s %10s\n' "content downloads of a warm mount" "$REMOUNT_REQ"
 printf '%-44s %10s\n' "daemon RSS after the workloads (KiB)" "$RSS_KB"
+printf '%-44s %10s\n' "cache on disk after mount + reads (KiB)" "$CACHE_MOUNT"
+printf '%-44s %10s\n' "cache on disk after warm reads, grep (KiB)" "$CACHE_READ"
+printf '%-44s %10s\n' "cache on disk after 200 small writes (KiB)" "$CACHE_WRITE"
+printf '%-44s %10s\n' "cache on disk after 100 KiB x 10,000 (KiB)" "$CACHE_REWRITE"
+printf '%-44s %10s\n' "live content of the mount then (KiB)" "$LIVE"
 if [ -n "${BASELINE:-}" ]; then
-  B=("$READ_R" "$GREP_R" "$WRITE_R" "$MOUNT_S" "$REMOUNT_S")
+  B=("$READ_R" "$GREP_R" "$WRITE_R" "$MOUNT_S" "$REMOUNT_S" "$CACHE_REWRITE")
   bench_one "$BASELINE"
   printf '\n%-44s %10s %10s\n' "this build vs BASELINE" "this" "baseline"
   printf '%-44s %10s %10s\n' "warm reads ratio" "${B[0]}" "$READ_R"
@@ -93,4 +120,5 @@ if [ -n "${BASELINE:-}" ]; then
   printf '%-44s %10s %10s\n' "small writes ratio" "${B[2]}" "$WRITE_R"
   printf '%-44s %10s %10s\n' "mount time, cold (s)" "${B[3]}" "$MOUNT_S"
   printf '%-44s %10s %10s\n' "mount time, warm (s)" "${B[4]}" "$REMOUNT_S"
+  printf '%-44s %10s %10s\n' "cache after 100 KiB x 10,000 (KiB)" "${B[5]}" "$CACHE_REWRITE"
 fi

@@ -644,7 +644,8 @@ int daemon_mount(struct mount_opts *o)
         .conflicts_keep = (unsigned)o->conflicts_keep,
         .conflicts_max_age_ns = (int64_t)o->conflicts_max_age * 86400LL * 1000000000LL,
     };
-    if (housekeep_start(D.cache, &policy, o->sync_interval) != 0)
+    /* Every sync interval, and at least once a minute. */
+    if (housekeep_start(D.cache, &policy, o->sync_interval < 60 ? o->sync_interval : 60) != 0)
         log_warn("cannot start the cache collector; unused cache space is given back at the "
                  "next mount", NULL, NULL);
     log_target_activate(); /* from now on, lines go to --log-file */

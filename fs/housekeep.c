@@ -1,9 +1,9 @@
 /* housekeep.c - the daemon's cache collector: a thread that runs one round
  * of cache_housekeep (cache/gc.c) when the daemon is ready and then every
- * sync interval: conflict records past the policy are pruned, content
- * nothing needs is freed, --cache-max-size evicts clean content that no
- * file open here holds, the database gives free pages back and its
- * write-ahead log is trimmed.  Content is freed as it stops being needed
+ * sync interval (at least once a minute): conflict records past the
+ * policy are pruned, content nothing needs is freed, --cache-max-size
+ * evicts clean content that no file open here holds, the database gives
+ * free pages back and its write-ahead log is trimmed.  Content is freed as it stops being needed
  * (in the transaction that drops its last reference); this thread does
  * what cannot be done there.
  *

@@ -253,3 +253,28 @@ Test(mount_status, a_folder_that_cannot_be_made_says_why)
     cr_expect_null(strstr(out, "Success"), "%s", out);
     free(out);
 }
+
+Test(mount_status, unmount_says_what_happens_to_a_refused_file)
+{
+    sy_mount(false, "");
+    cr_assert_eq(sy_run(NULL, "printf 'not \\377 utf-8' > bin.md"), 0);
+    cJSON *j = NULL;
+    bool refused = false;
+    for (int i = 0; i < WITHIN * 4 && !refused; i++) {
+        cJSON_Delete(j);
+        j = status_json();
+        const cJSON *r = j ? cJSON_GetObjectItem(j, "refused") : NULL;
+        refused = cJSON_IsNumber(r) && r->valueint == 1;
+        if (!refused)
+            usleep(250 * 1000);
+    }
+    cJSON_Delete(j);
+    cr_assert(refused, "the file was never refused");
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS unmount '%s'", mnt);
+    cr_expect_eq(rc, 3, "%s", out);
+    cr_expect(strstr(out, "1 file refused by the server (retried only once its content changes)"),
+              "%s", out);
+    cr_expect_null(strstr(out, "pushes"), "a refused file is said to be pushed: %s", out);
+    free(out);
+}

@@ -100,8 +100,12 @@ static int drop(struct cache *c, const struct drop_what *w)
 {
     uint64_t n = 0;
     int64_t before = INT64_MAX;
-    if (w->older)
-        before = (int64_t)time(NULL) * 1000000000LL - (int64_t)w->days * 86400LL * 1000000000LL;
+    if (w->older) {
+        /* Nanoseconds since 1970 in 64 bits span 292 years: a longer age
+         * reaches before any record. */
+        long long days = w->days < 100000 ? w->days : 100000;
+        before = (int64_t)time(NULL) * 1000000000LL - (int64_t)days * 86400LL * 1000000000LL;
+    }
     int rc = cache_conflicts_drop(c, w->id > 0 ? w->id : 0, before, &n);
     if (rc == -ENOENT) {
         fprintf(stderr, "memstorefs conflicts: no conflict %lld\n", w->id);

@@ -77,14 +77,16 @@ static int content_tx(struct cache *c, void *arg)
     bool moved = !rc && a->expect && strcmp(n.sha, a->expect) != 0;
     sqlite3_stmt *st;
     if (!rc)
-        rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)", &st);
+        rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
     if (rc) {
         cnode_clear(&n);
         return rc;
     }
     sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
     sqlite3_bind_blob(st, 2, a->len ? a->buf : "", (int)a->len, SQLITE_STATIC);
-    rc = step_done(c, st, "put content");
+    rc = sqlite3_step(st);
+    db_done(st);
+    rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "put content");
     if (!rc && moved) {
         rc = keep_as_conflict(c, store, &n, a->sha, CACHE_CONFLICT_STORE_WON);
         a->kept = !rc;
@@ -94,9 +96,10 @@ static int content_tx(struct cache *c, void *arg)
     cnode_clear(&n);
     if (rc)
         return rc;
-    rc = db_prepare(c, "UPDATE nodes SET sha = ?1, size = ?2, mtime = ?3, ctime = ?4, unsaved = ?6,"
-                       " state = CASE WHEN memory_id IS NOT NULL AND ?1 IS base_sha"
-                       " AND path IS base_path THEN 0 ELSE 1 END WHERE ino = ?5", &st);
+    rc = db_cached(c, DB_ST_SET_CONTENT,
+                   "UPDATE nodes SET sha = ?1, size = ?2, mtime = ?3, ctime = ?4, unsaved = ?6,"
+                   " state = CASE WHEN memory_id IS NOT NULL AND ?1 IS base_sha"
+                   " AND path IS base_path THEN 0 ELSE 1 END WHERE ino = ?5", &st);
     if (rc)
         return rc;
     sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
@@ -105,7 +108,9 @@ static int content_tx(struct cache *c, void *arg)
     sqlite3_bind_int64(st, 4, db_now_ns());
     sqlite3_bind_int64(st, 5, (sqlite3_int64)a->ino);
     sqlite3_bind_int(st, 6, a->held ? CACHE_HELD : CACHE_SAVED);
-    return step_done(c, st, "set content");
+    rc = sqlite3_step(st);
+    db_done(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "set content");
 }
 
 int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,

@@ -72,6 +72,8 @@ static const char schema_gc[] =
     "CREATE INDEX IF NOT EXISTS conflicts_local_sha ON conflicts(local_sha);"
     "CREATE INDEX IF NOT EXISTS conflicts_store_at ON conflicts(store, at);"
     "CREATE INDEX IF NOT EXISTS sent_sha ON sent(sha);"
+    /* a directory's subdirectories, for its link count (NODE_COLS) */
+    "CREATE INDEX IF NOT EXISTS nodes_subdirs ON nodes(parent) WHERE is_dir = 1;"
     "CREATE TRIGGER IF NOT EXISTS blobs_free_node_update AFTER UPDATE OF sha, base_sha ON nodes"
     "  WHEN OLD.sha IS NOT NEW.sha OR OLD.base_sha IS NOT NEW.base_sha BEGIN"
     "  DELETE FROM blobs WHERE sha IN (OLD.sha, OLD.base_sha) AND " DB_BLOB_UNNEEDED "; END;"
@@ -152,6 +154,29 @@ int db_prepare(struct cache *c, const char *sql, sqlite3_stmt **st)
     if (rc != SQLITE_OK)
         return db_fail(c, rc, sql);
     return 0;
+}
+
+int db_cached(struct cache *c, enum db_slot slot, const char *sql, sqlite3_stmt **st)
+{
+    if (!c->cached[slot]) {
+        int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->cached[slot],
+                                    NULL);
+        if (rc != SQLITE_OK) {
+            c->cached[slot] = NULL;
+            return db_fail(c, rc, sql);
+        }
+    }
+    *st = c->cached[slot];
+    db_done(*st);
+    return 0;
+}
+
+void db_done(sqlite3_stmt *st)
+{
+    if (st) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+    }
 }
 
 int db_exec(struct cache *c, const char *sql)
@@ -313,12 +338,13 @@ int cache_open(const char *dir, struct cache **out)
     /* A new database gives freed pages back to the file system on demand
      * (incremental vacuum, cache/gc.c); set before its first table. */
     rc = db_exec(c, "PRAGMA auto_vacuum=INCREMENTAL;");
-    /* The WAL is checkpointed every 128 pages (512 KiB) and cut back to
-     * that size once checkpointed, so it stays small whatever is written. */
+    /* The WAL is checkpointed every 1,000 pages (SQLite's default: more
+     * often costs a sync each time) and cut back to 4 MiB once
+     * checkpointed; the collector truncates it (cache/gc.c). */
     if (!rc)
         rc = db_exec(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                        "PRAGMA foreign_keys=OFF; PRAGMA wal_autocheckpoint=128;"
-                        "PRAGMA journal_size_limit=524288;");
+                        "PRAGMA foreign_keys=OFF;"
+                        "PRAGMA journal_size_limit=4194304;");
     if (!rc)
         rc = db_exec(c, schema);
     for (size_t i = 0; !rc && i < sizeof(added_columns) / sizeof(added_columns[0]); i++)
@@ -346,6 +372,8 @@ void cache_close(struct cache **cp)
     struct cache *c = cp ? *cp : NULL;
     if (!c)
         return;
+    for (int i = 0; i < DB_ST_N; i++)
+        sqlite3_finalize(c->cached[i]);
     if (c->db)
         sqlite3_close_v2(c->db);
     pthread_mutex_destroy(&c->lock);

@@ -67,7 +67,7 @@ int db_row_to_node(sqlite3_stmt *st, struct cnode *n)
     return 0;
 }
 
-/* Runs a prepared single-row select; -ENOENT when there is no row. */
+/* Runs a kept single-row select (db_cached); -ENOENT when there is no row. */
 static int one_node(struct cache *c, sqlite3_stmt *st, struct cnode *out)
 {
     int rc = sqlite3_step(st);
@@ -77,7 +77,7 @@ static int one_node(struct cache *c, sqlite3_stmt *st, struct cnode *out)
         rc = -ENOENT;
     else
         rc = db_fail(c, rc, "select node");
-    sqlite3_finalize(st);
+    db_done(st);
     return rc;
 }
 
@@ -173,7 +173,7 @@ int cache_getattr(struct cache *c, uint64_t ino, struct cnode *out)
 {
     sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE ino = ? AND ino > 2", &st);
+    int rc = db_cached(c, DB_ST_NODE_BY_INO, DB_SQL_NODE_BY_INO, &st);
     if (!rc) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
         rc = one_node(c, st, out);
@@ -186,7 +186,7 @@ int cache_lookup(struct cache *c, uint64_t parent, const char *name, struct cnod
 {
     sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE parent = ? AND name = ?", &st);
+    int rc = db_cached(c, DB_ST_NODE_BY_NAME, DB_SQL_NODE_BY_NAME, &st);
     if (!rc) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
         sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);

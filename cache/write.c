@@ -81,21 +81,21 @@ static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
 int db_get_node(struct cache *c, uint64_t ino, struct cnode *out)
 {
     sqlite3_stmt *st;
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE ino = ? AND ino > 2", &st);
+    int rc = db_cached(c, DB_ST_NODE_BY_INO, DB_SQL_NODE_BY_INO, &st);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
     rc = sqlite3_step(st);
     rc = rc == SQLITE_ROW ? db_row_to_node(st, out)
          : rc == SQLITE_DONE ? -ENOENT : db_fail(c, rc, "get node");
-    sqlite3_finalize(st);
+    db_done(st);
     return rc;
 }
 
 static int get_child(struct cache *c, uint64_t parent, const char *name, struct cnode *out)
 {
     sqlite3_stmt *st;
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE parent = ? AND name = ?", &st);
+    int rc = db_cached(c, DB_ST_NODE_BY_NAME, DB_SQL_NODE_BY_NAME, &st);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
@@ -103,15 +103,16 @@ static int get_child(struct cache *c, uint64_t parent, const char *name, struct 
     rc = sqlite3_step(st);
     rc = rc == SQLITE_ROW ? db_row_to_node(st, out)
          : rc == SQLITE_DONE ? -ENOENT : db_fail(c, rc, "get child");
-    sqlite3_finalize(st);
+    db_done(st);
     return rc;
 }
 
 int db_writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *root)
 {
     sqlite3_stmt *st;
-    int rc = db_prepare(c, "SELECT s.id, s.root, s.read_only FROM nodes n"
-                           " JOIN stores s ON s.id = n.store WHERE n.ino = ?", &st);
+    int rc = db_cached(c, DB_ST_STORE_OF_NODE, "SELECT s.id, s.root, s.read_only FROM nodes n"
+                                               " JOIN stores s ON s.id = n.store WHERE n.ino = ?",
+                       &st);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
@@ -126,7 +127,7 @@ int db_writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *
     } else {
         rc = rc == SQLITE_DONE ? -ENOENT : db_fail(c, rc, "store of node");
     }
-    sqlite3_finalize(st);
+    db_done(st);
     return rc;
 }
 
@@ -196,12 +197,15 @@ static int keep_if_empty(struct cache *c, uint64_t dir)
 static int touch_dir(struct cache *c, uint64_t dir, int64_t now)
 {
     sqlite3_stmt *st;
-    int rc = db_prepare(c, "UPDATE nodes SET mtime = ?1, ctime = ?1 WHERE ino = ?2", &st);
+    int rc = db_cached(c, DB_ST_TOUCH_DIR, "UPDATE nodes SET mtime = ?1, ctime = ?1 WHERE ino = ?2",
+                       &st);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, now);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)dir);
-    return step_done(c, st, "touch directory");
+    rc = sqlite3_step(st);
+    db_done(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "touch directory");
 }
 
 static int add_tombstone(struct cache *c, const char *store, const struct cnode *n)
@@ -279,10 +283,13 @@ static int create_tx(struct cache *c, void *arg)
     char sha[SHA256_HEX_LEN + 1] = "";
     if (!rc && !a->is_dir) {
         sha256_hex("", 0, sha);
-        rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, zeroblob(0))", &st);
+        rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
         if (!rc) {
             sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
-            rc = step_done(c, st, "put empty blob");
+            sqlite3_bind_zeroblob(st, 2, 0);
+            rc = sqlite3_step(st);
+            db_done(st);
+            rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "put empty blob");
         }
     }
     if (!rc)

@@ -51,8 +51,9 @@ admin() { curl -s -X "$1" -H 'x-admin-key: bench-admin' "$ANTHROPIC_BASE_URL$2";
 downloads() { admin GET /admin/stats | python3 -c 'import json,sys; print(json.load(sys.stdin)["routes"].get("GET /v1/memory_stores/{id}/memories/{id}", 0))'; }
 
 read_all() { for _ in 1 2 3 4 5; do cat "$1"/d*/*.md >/dev/null; done; }
-# The cache's size on disk (cache.db and its WAL), and the live content of a
-# mount (the sum of its files' sizes), in KiB.
+# The cache's size on disk (cache.db and its WAL, which the daemon's
+# collector truncates every sync interval, at least once a minute), and the
+# live content of a mount (the sum of its files' sizes), in KiB.
 cache_kb() { local n=0 f; for f in "$1"/cache.db "$1"/cache.db-wal; do
   [ -f "$f" ] && n=$((n + $(stat -c %s "$f"))); done; echo $((n / 1024)); }
 live_kb() { find "$1" -type f -printf '%s\n' | awk '{n += $1} END {print int(n / 1024)}'; }
@@ -83,6 +84,7 @@ bench_one() { # $1 = memstorefs binary; prints ratios
   CACHE_WRITE=$(cache_kb "$cache")
   rewrite_big "$mnt"
   CACHE_REWRITE=$(cache_kb "$cache")
+  WAL_REWRITE=$(( $(stat -c %s "$cache/cache.db-wal" 2>/dev/null || echo 0) / 1024 ))
   LIVE=$(live_kb "$mnt")
   RSS_KB=$(ps -o rss= -p "$(sed -n 's/^pid=//p' "$W"/run/store-*.lock | head -1)" | tr -d ' ')
   "$mfs" unmount --all >/dev/null 2>&1
@@ -110,6 +112,7 @@ printf '%-44s %10s\n' "cache on disk after mount + reads (KiB)" "$CACHE_MOUNT"
 printf '%-44s %10s\n' "cache on disk after warm reads, grep (KiB)" "$CACHE_READ"
 printf '%-44s %10s\n' "cache on disk after 200 small writes (KiB)" "$CACHE_WRITE"
 printf '%-44s %10s\n' "cache on disk after 100 KiB x 10,000 (KiB)" "$CACHE_REWRITE"
+printf '%-44s %10s\n' "  of which the write-ahead log (KiB)" "$WAL_REWRITE"
 printf '%-44s %10s\n' "live content of the mount then (KiB)" "$LIVE"
 if [ -n "${BASELINE:-}" ]; then
   B=("$READ_R" "$GREP_R" "$WRITE_R" "$MOUNT_S" "$REMOUNT_S" "$CACHE_REWRITE")

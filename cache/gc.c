@@ -85,6 +85,16 @@ static void give_back(struct cache *c)
     sqlite3_busy_timeout(c->db, 10000);
 }
 
+int cache_trim_log(struct cache *c)
+{
+    db_lock(c);
+    sqlite3_busy_timeout(c->db, 0);
+    int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    sqlite3_busy_timeout(c->db, 10000);
+    db_unlock(c);
+    return rc == SQLITE_OK ? 0 : rc == SQLITE_BUSY ? -EBUSY : db_errno(rc);
+}
+
 int db_reclaim(struct cache *c)
 {
     db_lock(c);

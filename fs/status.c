@@ -276,6 +276,9 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
 
 void status_serve(struct daemon *d, int fd, bool json)
 {
+    /* The size shown is the cache's, not the write-ahead log's high-water
+     * mark since the collector's last round. */
+    cache_trim_log(d->cache);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);

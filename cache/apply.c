@@ -10,7 +10,9 @@
  *   2. each listed memory: re-attach a detached node, update a changed
  *      hash (the bytes are fetched later, keyed by the new hash), or create
  *      the node and the directories above it;
- *   3. implied directories (state 0) left empty are unlinked, bottom-up.
+ *   3. implied directories (state 0) left empty are unlinked, bottom-up;
+ *   then every directory an entry appeared in or left gets mtime = ctime =
+ *   now, as a local filesystem's would.
  * Nodes with local changes (state != 0) are never touched here: the sync
  * engine decides about them.  A listed memory that has a tombstone (deleted
  * locally, not yet deleted remotely) is skipped, so it is not resurrected. */
@@ -19,7 +21,6 @@
 #include <string.h>
 
 #include "db_internal.h"
-#include "log.h"
 
 void cache_changes_free(struct cache_changes *ch)
 {
@@ -230,11 +231,8 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
     uint64_t parent;
     rc = ensure_dir(c, store, root, dir, &parent, ch);
     free(dir);
-    if (rc == -ENOTDIR) {
-        log_warn("a remote memory lies below a local file; leaving it out until the sync resolves it",
-                 "memory_store_id", store, "path", r->path);
-        return 0;
-    }
+    if (rc == -ENOTDIR) /* the caller warns (once per mount, not at every sync) */
+        return record(ch, CACHE_CH_BLOCKED, 0, 0, r->path);
     if (rc)
         return rc;
     rc = db_prepare(c, "SELECT 1 FROM nodes WHERE parent = ? AND name = ?", &st);
@@ -302,11 +300,37 @@ static int load_listing(struct cache *c, const struct cache_remote *r, size_t n)
     return rc;
 }
 
+/* Entries appeared in or left the directories of ch->v[from..]: their
+ * mtime and ctime become now, as a local filesystem's would. */
+static int touch_dirs(struct cache *c, const struct cache_changes *ch, size_t from)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_prepare(c, "UPDATE nodes SET mtime = ?1, ctime = ?1 WHERE ino = ?2 AND is_dir = 1",
+                        &st);
+    int64_t now = db_now_ns();
+    for (size_t i = from; !rc && i < ch->n; i++) {
+        if ((ch->v[i].kind != CACHE_CH_NEW && ch->v[i].kind != CACHE_CH_GONE) ||
+            !ch->v[i].parent)
+            continue;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, now);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)ch->v[i].parent);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = db_fail(c, SQLITE_ERROR, "touch directory");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int cache_apply_remote(struct cache *c, const char *store, const struct cache_remote *r, size_t n,
                        struct cache_changes *ch)
 {
     sqlite3_stmt *st;
     uint64_t root = 0;
+    struct cache_changes own = {0};
+    if (!ch)
+        ch = &own; /* the changes are needed for the directories' times */
+    size_t first = ch->n;
     db_lock(c);
     int rc = db_begin(c);
     if (rc)
@@ -346,10 +370,13 @@ int cache_apply_remote(struct cache *c, const char *store, const struct cache_re
             " AND NOT EXISTS (SELECT 1 FROM nodes k WHERE k.parent = d.ino)",
             store, false, ch, &pruned);
     if (!rc)
+        rc = touch_dirs(c, ch, first);
+    if (!rc)
         rc = db_commit(c);
 out:
     if (rc)
         db_rollback(c);
     db_unlock(c);
+    cache_changes_free(&own);
     return rc;
 }

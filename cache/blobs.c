@@ -2,8 +2,8 @@
  *
  * A blob is immutable: its key is the hash of its bytes, so two nodes (or
  * two sessions reusing a cache directory) holding the same content share
- * one row, and content already here is never downloaded again.  Blobs that
- * no node references are dropped by cache_gc_blobs. */
+ * one row, and content already here is never downloaded again.  A blob is
+ * freed when nothing needs it any more (cache/gc.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,15 +78,4 @@ bool cache_blob_has(struct cache *c, const char *sha)
     }
     db_unlock(c);
     return has;
-}
-
-int cache_gc_blobs(struct cache *c)
-{
-    db_lock(c);
-    int rc = db_exec(c, "DELETE FROM blobs WHERE sha NOT IN"
-                        " (SELECT sha FROM nodes WHERE sha IS NOT NULL"
-                        "  UNION SELECT base_sha FROM nodes WHERE base_sha IS NOT NULL"
-                        "  UNION SELECT local_sha FROM conflicts)");
-    db_unlock(c);
-    return rc;
 }

@@ -40,6 +40,8 @@ struct cnode {
     bool is_dir;
     uint64_t size;
     int64_t mtime_ns, ctime_ns;
+    int64_t atime_ns;    /* access time: set by utimensat (reads do not change it) */
+    uint64_t subdirs;    /* directories: how many subdirectories it has */
     char sha[SHA256_HEX_LEN + 1];       /* hash of the current content, "" if none */
     char memory_id[CACHE_ID_MAX];       /* "" for a file never synced */
     char base_sha[SHA256_HEX_LEN + 1];  /* hash at the last sync, "" if none */
@@ -49,6 +51,8 @@ struct cnode {
     bool unlinked;                      /* removed; kept while the kernel may use it */
     char refused_sha[SHA256_HEX_LEN + 1]; /* content the server refused, "" if none */
     int unsaved;                        /* enum cache_saved */
+    int64_t used_ns;                    /* last open (hour granularity), 0 never */
+    bool evicted;                       /* its content was evicted (--cache-max-size) */
 };
 
 /* Whether a file's content is one a writer finished (cache column unsaved):
@@ -107,6 +111,8 @@ enum cache_change_kind {
     CACHE_CH_NEW,       /* entry (parent,name) appeared: ino */
     CACHE_CH_CONTENT,   /* ino's content or size changed */
     CACHE_CH_GONE,      /* entry (parent,name) -> ino disappeared */
+    CACHE_CH_BLOCKED,   /* a listed memory left out, name = its path: a
+                         * local file holds a directory of its path */
 };
 struct cache_change {
     enum cache_change_kind kind;
@@ -138,6 +144,8 @@ struct cache_store_stats {
     uint64_t kept_deletions; /* of those, made under log_only/disabled: never sent */
     uint64_t unsaved;    /* files created by an open, never flushed (CACHE_NEW) */
     uint64_t conflicts;  /* conflict records kept (cache/resolve.c) */
+    uint64_t evicted;    /* files whose content --cache-max-size evicted (not
+                          * in missing_content: fetched when opened) */
 };
 int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *st);
 
@@ -165,7 +173,8 @@ struct cache_store {
 };
 int cache_stores(struct cache *c, struct cache_store **out, size_t *n);
 
-/* Files of the store whose content bytes are not in the cache. */
+/* Files of the store whose content bytes are not in the cache (but for
+ * content evicted on purpose, which an open fetches). */
 struct cache_missing {
     char memory_id[CACHE_ID_MAX];
     char sha[SHA256_HEX_LEN + 1];
@@ -184,14 +193,62 @@ struct cache_content_group {
 int cache_content_groups(struct cache *c, const char *store_id,
                          struct cache_content_group **out, size_t *n);
 
-/* Drops blobs that no node references (after a store's tree is loaded). */
+/* ---- Keeping the cache bounded (cache/gc.c; its top comment holds the
+ * model).  Content is freed in the transaction that drops its last
+ * reference; these run the rest. ---- */
+
+/* Drops blobs nothing refers to (bytes stored for a listing that never
+ * claimed them). */
 int cache_gc_blobs(struct cache *c);
 
-/* ---- Local changes (cache/write.c; its top comment holds the model) ----
+/* How big the cache is. */
+struct cache_usage {
+    uint64_t db_bytes, wal_bytes;  /* cache.db and its write-ahead log on disk */
+    uint64_t content_bytes;        /* bytes of content held (every blob) */
+    uint64_t blobs;
+    uint64_t evicted_files;        /* files whose content --cache-max-size evicted */
+};
+int cache_usage(struct cache *c, struct cache_usage *u);
+
+/* What cache_housekeep keeps. */
+struct cache_policy {
+    uint64_t max_bytes;            /* --cache-max-size: content held; 0 no limit */
+    unsigned conflicts_keep;       /* per store, the newest kept; 0 no limit */
+    int64_t conflicts_max_age_ns;  /* older records go; 0 no limit */
+};
+/* True when ino is open here (its content is not evicted). */
+typedef bool (*cache_busy_fn)(void *arg, uint64_t ino);
+struct cache_gc_report {
+    uint64_t conflicts_pruned, blobs_freed, evicted, evicted_bytes;
+    bool over_limit;               /* still over max_bytes: the rest may not go */
+};
+/* One round: prunes conflict records past the policy, frees content
+ * nothing needs, evicts clean content past max_bytes (least recently
+ * opened first; never dirty, refused, new or open files, conflict records
+ * or uploads in flight), gives free pages back to the file system and
+ * trims the write-ahead log.  r may be NULL. */
+int cache_housekeep(struct cache *c, const struct cache_policy *p, cache_busy_fn busy, void *arg,
+                    struct cache_gc_report *r);
+/* Copies the write-ahead log into the database and truncates it, unless
+ * another process is reading it (-EBUSY: then it stays for the next
+ * round); for a size that is not the log's high-water mark. */
+int cache_trim_log(struct cache *c);
+/* The file was opened at now_ns: recorded (an hour's granularity) as the
+ * eviction order. */
+int cache_mark_used(struct cache *c, uint64_t ino, int64_t now_ns);
+/* Removes conflict record id (> 0; -ENOENT when there is none), or with
+ * id 0 every record made before before_ns (INT64_MAX: all); their content
+ * is freed.  *dropped (may be NULL) gets how many went. */
+int cache_conflicts_drop(struct cache *c, int64_t id, int64_t before_ns, uint64_t *dropped);
+
+/* ---- Local changes (cache/write.c, content in cache/content.c; the top
+ * comment of write.c holds the model) ----
  * Every call below is one transaction.  On a store attached read-only each
  * returns -EROFS and changes nothing.  Names are checked with the memory
- * path rules (-EINVAL, -ENAMETOOLONG); the marker name at a store root is
- * -EPERM.  now_ns / mtime_ns are CLOCK_REALTIME nanoseconds. */
+ * path rules and NAME_MAX (rules_check_name: -EINVAL, -ENAMETOOLONG); the
+ * marker name at a store root is -EPERM.  Every entry made, removed or
+ * renamed sets its directory's mtime and ctime to now.  now_ns / mtime_ns
+ * are CLOCK_REALTIME nanoseconds. */
 
 /* A new empty file (dirty, never synced, content "") or a directory made
  * locally (state 1).  *out (may be NULL) receives the node; cnode_clear it. */
@@ -235,8 +292,10 @@ int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t 
 /* The last writer of a file closed it (or fsynced it): content saved as
  * CACHE_HELD becomes CACHE_SAVED. */
 int cache_mark_saved(struct cache *c, uint64_t ino);
-/* Sets a node's modification time (touch). */
-int cache_set_mtime(struct cache *c, uint64_t ino, int64_t mtime_ns);
+/* Sets a node's access and/or modification time (utimensat, touch); a
+ * NULL one is left as it is.  ctime becomes now. */
+int cache_set_times(struct cache *c, uint64_t ino, const int64_t *atime_ns,
+                    const int64_t *mtime_ns);
 /* Marks a clean file dirty before its new content lands, so that a remote
  * listing applied meanwhile leaves it alone. */
 int cache_mark_dirty(struct cache *c, uint64_t ino);

@@ -71,6 +71,28 @@ static const char schema[] =
     "  store TEXT NOT NULL, memory_id TEXT NOT NULL, sha TEXT NOT NULL,"
     "  version_id TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY(store, memory_id));";
 
+/* Blobs are freed in the transaction that drops their last reference
+ * (cache/gc.c has the model): a blob is needed while a node's content or
+ * baseline, a conflict record or an upload in flight names it.  Created
+ * after added_columns, with the indexes that keep each check one lookup. */
+static const char schema_gc[] =
+    "CREATE INDEX IF NOT EXISTS nodes_sha ON nodes(sha);"
+    "CREATE INDEX IF NOT EXISTS nodes_base_sha ON nodes(base_sha);"
+    "CREATE INDEX IF NOT EXISTS conflicts_local_sha ON conflicts(local_sha);"
+    "CREATE INDEX IF NOT EXISTS conflicts_store_at ON conflicts(store, at);"
+    "CREATE INDEX IF NOT EXISTS sent_sha ON sent(sha);"
+    /* a directory's subdirectories, for its link count (NODE_COLS) */
+    "CREATE INDEX IF NOT EXISTS nodes_subdirs ON nodes(parent) WHERE is_dir = 1;"
+    "CREATE TRIGGER IF NOT EXISTS blobs_free_node_update AFTER UPDATE OF sha, base_sha ON nodes"
+    "  WHEN OLD.sha IS NOT NEW.sha OR OLD.base_sha IS NOT NEW.base_sha BEGIN"
+    "  DELETE FROM blobs WHERE sha IN (OLD.sha, OLD.base_sha) AND " DB_BLOB_UNNEEDED "; END;"
+    "CREATE TRIGGER IF NOT EXISTS blobs_free_node_delete AFTER DELETE ON nodes BEGIN"
+    "  DELETE FROM blobs WHERE sha IN (OLD.sha, OLD.base_sha) AND " DB_BLOB_UNNEEDED "; END;"
+    "CREATE TRIGGER IF NOT EXISTS blobs_free_conflict AFTER DELETE ON conflicts BEGIN"
+    "  DELETE FROM blobs WHERE sha = OLD.local_sha AND " DB_BLOB_UNNEEDED "; END;"
+    "CREATE TRIGGER IF NOT EXISTS blobs_free_sent AFTER DELETE ON sent BEGIN"
+    "  DELETE FROM blobs WHERE sha = OLD.sha AND " DB_BLOB_UNNEEDED "; END;";
+
 /* Columns added after the first schema, each added when a cache directory
  * made by an older build lacks it (so no migration needs numbering). */
 static const struct {
@@ -84,6 +106,12 @@ static const struct {
     {"stores", "deletions", "INTEGER NOT NULL DEFAULT 0"},
     /* why the record was kept (enum cache_conflict_kind) */
     {"conflicts", "kind", "INTEGER NOT NULL DEFAULT 0"},
+    /* access time (ns); NULL: the same as mtime (set by utimensat only) */
+    {"nodes", "atime", "INTEGER"},
+    /* when the file was last opened (ns, hour granularity): the eviction order */
+    {"nodes", "used", "INTEGER"},
+    /* the content hash --cache-max-size evicted: fetched on open, not prefetched */
+    {"nodes", "evicted", "TEXT"},
 };
 
 int db_errno(int rc)
@@ -135,6 +163,29 @@ int db_prepare(struct cache *c, const char *sql, sqlite3_stmt **st)
     if (rc != SQLITE_OK)
         return db_fail(c, rc, sql);
     return 0;
+}
+
+int db_cached(struct cache *c, enum db_slot slot, const char *sql, sqlite3_stmt **st)
+{
+    if (!c->cached[slot]) {
+        int rc = sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->cached[slot],
+                                    NULL);
+        if (rc != SQLITE_OK) {
+            c->cached[slot] = NULL;
+            return db_fail(c, rc, sql);
+        }
+    }
+    *st = c->cached[slot];
+    db_done(*st);
+    return 0;
+}
+
+void db_done(sqlite3_stmt *st)
+{
+    if (st) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+    }
 }
 
 int db_exec(struct cache *c, const char *sql)
@@ -301,13 +352,27 @@ int cache_open(const char *dir, struct cache **out)
         goto fail;
     }
     sqlite3_busy_timeout(c->db, 10000);
-    rc = db_exec(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                    "PRAGMA foreign_keys=OFF;");
+    /* A new database gives freed pages back to the file system on demand
+     * (incremental vacuum, cache/gc.c); set before its first table. */
+    rc = db_exec(c, "PRAGMA auto_vacuum=INCREMENTAL;");
+    /* The WAL is checkpointed every 1,000 pages (SQLite's default: more
+     * often costs a sync each time) and cut back to 4 MiB once
+     * checkpointed; the collector truncates it (cache/gc.c). */
+    if (!rc)
+        rc = db_exec(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                        "PRAGMA foreign_keys=OFF;"
+                        "PRAGMA journal_size_limit=4194304;");
     if (!rc)
         rc = db_exec(c, schema);
     for (size_t i = 0; !rc && i < sizeof(added_columns) / sizeof(added_columns[0]); i++)
         rc = add_column(c, added_columns[i].table, added_columns[i].column,
                         added_columns[i].decl);
+    if (!rc)
+        rc = db_exec(c, schema_gc);
+    /* What an older build left behind goes now (a cache made before blobs
+     * were freed may hold hundreds of MB nothing refers to). */
+    if (!rc)
+        rc = db_reclaim(c);
     if (rc)
         goto fail;
     free(file);
@@ -324,6 +389,8 @@ void cache_close(struct cache **cp)
     struct cache *c = cp ? *cp : NULL;
     if (!c)
         return;
+    for (int i = 0; i < DB_ST_N; i++)
+        sqlite3_finalize(c->cached[i]);
     if (c->db)
         sqlite3_close_v2(c->db);
     pthread_mutex_destroy(&c->lock);

@@ -8,11 +8,32 @@
 
 #include "cache.h"
 
+/* Statements of the hottest paths, prepared once per connection and kept
+ * (db_cached): preparing one costs more than running it, the more so for
+ * a statement that fires the blob triggers or reads NODE_COLS. */
+enum db_slot {
+    DB_ST_NODE_BY_INO,   /* NODE_COLS of a node by ino (ino > 2) */
+    DB_ST_NODE_BY_NAME,  /* NODE_COLS of (parent, name) */
+    DB_ST_STORE_OF_NODE, /* a node's store: id, root, read_only */
+    DB_ST_PUT_BLOB,      /* INSERT OR IGNORE a blob */
+    DB_ST_SET_CONTENT,   /* content.c: a node's new content */
+    DB_ST_TOUCH_DIR,     /* a directory's mtime and ctime */
+    DB_ST_N
+};
+
 struct cache {
     sqlite3 *db;           /* guarded by lock */
     pthread_mutex_t lock;  /* taken by every public cache_* call, never held on return */
     char *dir;
+    sqlite3_stmt *cached[DB_ST_N]; /* guarded by lock; finalized by cache_close */
 };
+
+/* The kept statement of slot (prepared from sql the first time), reset and
+ * with its bindings cleared.  The caller holds c->lock, binds and steps it,
+ * and gives it back with db_done, never sqlite3_finalize: a statement left
+ * stepped would hold a read transaction open. */
+int db_cached(struct cache *c, enum db_slot slot, const char *sql, sqlite3_stmt **st);
+void db_done(sqlite3_stmt *st);
 
 /* SQLite result code -> negative errno (the one translation table). */
 int db_errno(int rc);
@@ -45,6 +66,15 @@ int64_t db_now_ns(void);
 int db_tombstone(struct cache *c, const char *store_id, const char *memory_id, const char *sha,
                  const char *path, int mode);
 
+/* Shared by write.c and content.c (defined in write.c), caller holds
+ * c->lock:  a node by ino (live or not; -ENOENT when absent); the store of
+ * a node (its id in store_out, CACHE_ID_MAX bytes, may be NULL; its root)
+ * and -EROFS for a read-only one; body(c, arg) run in one transaction
+ * (db_in_tx takes the lock itself). */
+int db_get_node(struct cache *c, uint64_t ino, struct cnode *out);
+int db_writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *root);
+int db_in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg);
+
 /* Steps st (prepared and bound by the caller, who holds c->lock) and
  * appends one item of elem bytes per row to the array *out (malloc'd,
  * *n items), zeroed and then filled by fill (0 or a negative errno).
@@ -57,7 +87,33 @@ int db_collect(struct cache *c, sqlite3_stmt *st, size_t elem, void **out, size_
 #define NODE_COLS                                                                                  \
     "ino, parent, name, path, is_dir, size, mtime, ctime, sha, memory_id, base_sha, state,"      \
     " (sha IS NOT NULL AND EXISTS(SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)),"           \
-    " base_path, unlinked, refused_sha, unsaved"
+    " base_path, unlinked, refused_sha, unsaved, COALESCE(atime, mtime),"                        \
+    " (CASE WHEN is_dir THEN (SELECT count(*) FROM nodes k WHERE k.parent = nodes.ino"          \
+    "  AND k.is_dir = 1) ELSE 0 END), COALESCE(used, 0), (evicted IS sha)"
+/* The hash of "": the content of every new file.  Its blob (0 bytes) is
+ * kept for good, so that making and writing files does not insert and
+ * delete it again and again. */
+#define DB_EMPTY_SHA "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+/* The condition under which the row of `blobs` being considered is
+ * needed by nothing: no node's content or baseline, no conflict record,
+ * no upload in flight (cache/gc.c has the model); the empty blob is
+ * always kept. */
+#define DB_BLOB_UNNEEDED                                                                           \
+    "blobs.sha != '" DB_EMPTY_SHA "'"                                                             \
+    " AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.sha = blobs.sha)"                             \
+    " AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.base_sha = blobs.sha)"                        \
+    " AND NOT EXISTS (SELECT 1 FROM conflicts k WHERE k.local_sha = blobs.sha)"                   \
+    " AND NOT EXISTS (SELECT 1 FROM sent x WHERE x.sha = blobs.sha)"
+/* Frees every blob nothing refers to, gives the free pages back to the
+ * file system, and turns on incremental vacuum in a database made before
+ * it (a one-time VACUUM).  Caller does not hold c->lock (gc.c). */
+int db_reclaim(struct cache *c);
+
+/* The kept selects of one node (db_cached slots of the same names). */
+#define DB_SQL_NODE_BY_INO "SELECT " NODE_COLS " FROM nodes WHERE ino = ? AND ino > 2"
+#define DB_SQL_NODE_BY_NAME "SELECT " NODE_COLS " FROM nodes WHERE parent = ? AND name = ?"
+#define DB_SQL_PUT_BLOB "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)"
+
 /* Fills n from a row selected with NODE_COLS (n is cleared with cnode_clear). */
 int db_row_to_node(sqlite3_stmt *st, struct cnode *n);
 

@@ -1,5 +1,9 @@
 /* log.c - the logging sink shared by fs/, sync/, cache/ and memstored.
  *
+ * Values are written so that a line is one line of valid UTF-8 whatever
+ * bytes a value holds (a path or an error message from a server): see
+ * char_escape.
+ *
  * Owns: the current level, the output stream and an optional tag.  Every
  * line is built in a local buffer and written with one fputs under a mutex,
  * so concurrent threads never interleave inside a line.  Level checks happen
@@ -8,10 +12,12 @@
  * the stream. */
 #include "log.h"
 #include "log_int.h"
+#include "rules.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
@@ -86,13 +92,25 @@ struct line {
     size_t body;    /* where "level=" starts (after the timestamp) */
 };
 
+/* Appends n bytes, or as many as fit (keeping room for "\n\0"). */
 static void put(struct line *l, const char *s, size_t n)
 {
-    size_t room = sizeof(l->buf) - 2 - l->len; /* keep room for "\n\0" */
+    size_t room = sizeof(l->buf) - 2 - l->len;
     if (n > room)
         n = room;
     memcpy(l->buf + l->len, s, n);
     l->len += n;
+}
+
+/* Appends n bytes only if all of them fit with `keep` bytes to spare (a
+ * character, or an escape, is never cut in two).  False when they do not. */
+static bool put_whole(struct line *l, const char *s, size_t n, size_t keep)
+{
+    if (l->len + n + keep + 2 > sizeof(l->buf))
+        return false;
+    memcpy(l->buf + l->len, s, n);
+    l->len += n;
+    return true;
 }
 
 static void puts_(struct line *l, const char *s)
@@ -100,40 +118,79 @@ static void puts_(struct line *l, const char *s)
     put(l, s, strlen(s));
 }
 
+/* How one character of a value at p (n bytes left) is written: *len bytes
+ * taken from p; returns the escape to write instead (in esc), or NULL to
+ * copy them.  Bytes from a server are written so that a line is always
+ * valid UTF-8 with no control character: a byte that is not part of valid
+ * UTF-8 is \xNN, a control character (C0, DEL, C1) and U+2028/U+2029
+ * (line breaks to some readers) are escaped too. */
+static const char *char_escape(const char *p, size_t n, size_t *len, char esc[12])
+{
+    unsigned char c = (unsigned char)*p;
+    *len = 1;
+    if (c == '"' || c == '\\') {
+        esc[0] = '\\';
+        esc[1] = (char)c;
+        esc[2] = '\0';
+        return esc;
+    }
+    if (c == '\n')
+        return "\\n";
+    if (c < 0x20 || c == 0x7f) {
+        snprintf(esc, 12, "\\x%02x", c);
+        return esc;
+    }
+    if (c < 0x80)
+        return NULL;
+    uint32_t cp;
+    size_t k = rules_utf8_next(p, n, &cp);
+    if (!k) {
+        snprintf(esc, 12, "\\x%02x", c);
+        return esc;
+    }
+    *len = k;
+    if (cp <= 0x9f || cp == 0x2028 || cp == 0x2029) {
+        snprintf(esc, 12, "\\u%04x", (unsigned)cp);
+        return esc;
+    }
+    return NULL;
+}
+
 /* Appends v, quoted and escaped when it is empty or holds a space, quote,
- * '=' or a control character. */
+ * '=', a control character or anything that is not valid UTF-8. */
 static void put_value(struct line *l, const char *v)
 {
     if (!v) {
         puts_(l, "-");
         return;
     }
-    bool quote = (*v == '\0');
-    for (const char *p = v; *p && !quote; p++)
-        if (*p == ' ' || *p == '"' || *p == '=' || (unsigned char)*p < 0x20)
+    size_t n = strlen(v);
+    bool quote = n == 0;
+    for (size_t i = 0; i < n && !quote;) {
+        char esc[12];
+        size_t k = 1;
+        if (v[i] == ' ' || v[i] == '=' || char_escape(v + i, n - i, &k, esc))
             quote = true;
+        i += k;
+    }
     if (!quote) {
-        puts_(l, v);
+        for (size_t i = 0, k; i < n; i += k) {
+            char esc[12];
+            char_escape(v + i, n - i, &k, esc);
+            if (!put_whole(l, v + i, k, 0))
+                break;
+        }
         return;
     }
-    puts_(l, "\"");
-    for (const char *p = v; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        char esc[8];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            put(l, esc, 2);
-        } else if (c == '\n') {
-            puts_(l, "\\n");
-        } else if (c < 0x20 || c == 0x7f) {
-            snprintf(esc, sizeof(esc), "\\x%02x", c);
-            puts_(l, esc);
-        } else {
-            put(l, (const char *)&c, 1);
-        }
+    if (!put_whole(l, "\"", 1, 1))
+        return;
+    for (size_t i = 0, k; i < n; i += k) {
+        char esc[12];
+        const char *e = char_escape(v + i, n - i, &k, esc);
+        if (!(e ? put_whole(l, e, strlen(e), 1) : put_whole(l, v + i, k, 1)))
+            break;
     }
-    puts_(l, "\"");
+    put(l, "\"", 1);
 }
 
 static void begin(struct line *l, enum log_level lvl)

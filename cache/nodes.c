@@ -60,10 +60,14 @@ int db_row_to_node(sqlite3_stmt *st, struct cnode *n)
     n->unlinked = sqlite3_column_int(st, 14) != 0;
     copy_text(n->refused_sha, sizeof(n->refused_sha), st, 15);
     n->unsaved = sqlite3_column_int(st, 16);
+    n->atime_ns = sqlite3_column_int64(st, 17);
+    n->subdirs = (uint64_t)sqlite3_column_int64(st, 18);
+    n->used_ns = sqlite3_column_int64(st, 19);
+    n->evicted = sqlite3_column_int(st, 20) != 0;
     return 0;
 }
 
-/* Runs a prepared single-row select; -ENOENT when there is no row. */
+/* Runs a kept single-row select (db_cached); -ENOENT when there is no row. */
 static int one_node(struct cache *c, sqlite3_stmt *st, struct cnode *out)
 {
     int rc = sqlite3_step(st);
@@ -73,7 +77,7 @@ static int one_node(struct cache *c, sqlite3_stmt *st, struct cnode *out)
         rc = -ENOENT;
     else
         rc = db_fail(c, rc, "select node");
-    sqlite3_finalize(st);
+    db_done(st);
     return rc;
 }
 
@@ -169,7 +173,7 @@ int cache_getattr(struct cache *c, uint64_t ino, struct cnode *out)
 {
     sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE ino = ? AND ino > 2", &st);
+    int rc = db_cached(c, DB_ST_NODE_BY_INO, DB_SQL_NODE_BY_INO, &st);
     if (!rc) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
         rc = one_node(c, st, out);
@@ -182,7 +186,7 @@ int cache_lookup(struct cache *c, uint64_t parent, const char *name, struct cnod
 {
     sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE parent = ? AND name = ?", &st);
+    int rc = db_cached(c, DB_ST_NODE_BY_NAME, DB_SQL_NODE_BY_NAME, &st);
     if (!rc) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
         sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
@@ -267,12 +271,14 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
         " COALESCE(SUM(CASE WHEN is_dir = 0 THEN size ELSE 0 END), 0),"
         " COALESCE(SUM(is_dir = 0 AND state = 1 AND unsaved != 1), 0),"
         " COALESCE(SUM(is_dir = 0 AND state = 2), 0),"
-        " COALESCE(SUM(is_dir = 0 AND (sha IS NULL OR NOT EXISTS"
+        " COALESCE(SUM(is_dir = 0 AND evicted IS NOT sha AND (sha IS NULL OR NOT EXISTS"
         "   (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))), 0),"
         " (SELECT count(*) FROM tombstones t WHERE t.store = ?1),"
         " (SELECT count(*) FROM conflicts k WHERE k.store = ?1),"
         " (SELECT count(*) FROM tombstones t WHERE t.store = ?1 AND t.mode != 0),"
-        " COALESCE(SUM(is_dir = 0 AND unsaved = 1), 0)"
+        " COALESCE(SUM(is_dir = 0 AND unsaved = 1), 0),"
+        " COALESCE(SUM(is_dir = 0 AND evicted IS sha AND NOT EXISTS"
+        "   (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)), 0)"
         " FROM nodes WHERE store = ?1 AND unlinked = 0", &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
@@ -288,6 +294,7 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
             s->conflicts = (uint64_t)sqlite3_column_int64(st, 7);
             s->kept_deletions = (uint64_t)sqlite3_column_int64(st, 8);
             s->unsaved = (uint64_t)sqlite3_column_int64(st, 9);
+            s->evicted = (uint64_t)sqlite3_column_int64(st, 10);
             rc = 0;
         } else {
             rc = db_fail(c, rc, "store stats");
@@ -325,7 +332,8 @@ int cache_content_groups(struct cache *c, const char *store_id,
     db_lock(c);
     int rc = db_prepare(c, "SELECT CASE WHEN instr(substr(path, 2), '/') > 0"
                            " THEN substr(path, 1, instr(substr(path, 2), '/') + 1) ELSE '/' END AS g,"
-                           " count(*), sum(NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))"
+                           " count(*), sum(evicted IS NOT sha AND"
+                           " NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha))"
                            " FROM nodes WHERE store = ? AND is_dir = 0 AND unlinked = 0"
                            " AND memory_id IS NOT NULL AND sha IS NOT NULL GROUP BY g ORDER BY g",
                     &st);
@@ -353,6 +361,7 @@ int cache_missing_content(struct cache *c, const char *store_id, struct cache_mi
     db_lock(c);
     int rc = db_prepare(c, "SELECT memory_id, sha FROM nodes WHERE store = ? AND is_dir = 0"
                            " AND unlinked = 0 AND memory_id IS NOT NULL AND sha IS NOT NULL"
+                           " AND evicted IS NOT sha"
                            " AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)"
                            " ORDER BY path", &st);
     if (!rc) {

@@ -49,6 +49,11 @@ static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
     return len;
 }
 
+size_t rules_utf8_next(const char *s, size_t n, uint32_t *cp)
+{
+    return utf8_next((const unsigned char *)s, n, cp);
+}
+
 bool rules_utf8_valid(const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -162,6 +167,28 @@ int rules_check_segment(const char *name, const char **why)
     if (rc)
         return rc;
     return check_chars(name, n, why);
+}
+
+int rules_check_name(const char *name, const char **why)
+{
+    if (name && strlen(name) > MEM_NAME_MAX_BYTES)
+        return fail(why, "name is longer than 255 bytes, the longest a local file name may be",
+                    -ENAMETOOLONG);
+    return rules_check_segment(name, why);
+}
+
+int rules_check_local_path(const char *path, size_t n, const char **why)
+{
+    int rc = rules_check_path(path, n, why);
+    for (size_t i = 0, start = 0; !rc && i <= n; i++) {
+        if (i == n || path[i] == '/') {
+            if (i - start > MEM_NAME_MAX_BYTES)
+                rc = fail(why, "path has a name longer than 255 bytes, which no local file "
+                               "may have", -ENAMETOOLONG);
+            start = i + 1;
+        }
+    }
+    return rc;
 }
 
 int rules_check_prefix(const char *prefix, const char **why)

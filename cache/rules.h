@@ -6,12 +6,20 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define MEM_PATH_MAX_BYTES 1024
 #define MEM_PATH_MAX_SEGMENTS 20
 #define MEM_CONTENT_MAX_BYTES 102400
+/* The longest name of one file or directory in a mount: NAME_MAX, as on
+ * every local filesystem (the API limits only the whole path). */
+#define MEM_NAME_MAX_BYTES 255
 #define MEM_MARKER_NAME ".anthropic-memory-store"
 #define MEM_MARKER_PATH "/" MEM_MARKER_NAME
+
+/* Decodes one code point of strict UTF-8 at s (n bytes left): its length
+ * in bytes with *cp set, or 0 for an invalid or truncated sequence. */
+size_t rules_utf8_next(const char *s, size_t n, uint32_t *cp);
 
 /* Strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF,
  * no truncated sequence.  n bytes, NULs allowed (they are valid UTF-8). */
@@ -25,6 +33,14 @@ int rules_check_path(const char *path, size_t n, const char **why);
  * Same errors as rules_check_path; the segment-count and total-length rules
  * are the caller's (they depend on the parent). */
 int rules_check_segment(const char *name, const char **why);
+
+/* A name made in a mount (create, mkdir, rename): rules_check_segment,
+ * and at most MEM_NAME_MAX_BYTES bytes (-ENAMETOOLONG). */
+int rules_check_name(const char *name, const char **why);
+
+/* A memory path that can be a file in a mount: rules_check_path, and
+ * every name at most MEM_NAME_MAX_BYTES bytes (-ENAMETOOLONG). */
+int rules_check_local_path(const char *path, size_t n, const char **why);
 
 /* A list path_prefix: "/" or a valid path followed by "/". */
 int rules_check_prefix(const char *prefix, const char **why);

@@ -31,10 +31,7 @@
  *                     only by a final sync, until the last writer closes
  *                     or fsyncs (cache_mark_saved: CACHE_SAVED); so no
  *                     half-written file is pushed by a periodic sync.
- *  cache_set_content  blob + sha + size + mtime; state = clean if the file
- *                     is back to its baseline (same memory, sha, path), else
- *                     dirty.  Over 102,400 bytes: -EFBIG, nothing changes.
- *  cache_mark_dirty   clean -> dirty before buffered content lands.
+ *  content, times     cache/content.c (cache_set_content and friends).
  *  cache_rename       file: same ino and memory_id, new parent/name/path,
  *                     state recomputed as above (dirty: path != base_path).
  *                     Directory: every descendant's path is rewritten (one
@@ -52,8 +49,13 @@
  *  A directory left empty by an unlink or a rename away is marked kept
  *  (state 1), as a local filesystem keeps it; the store root never is.
  *
- * Names: rules_check_segment, plus the whole path (1,024 bytes, 20
- * segments); a directory must leave room for one file below it.  The
+ * Directory times: every entry made, removed or renamed sets the mtime and
+ * ctime of its directory (both directories of a rename) to now, as a
+ * local filesystem does; a node made here gets atime = mtime = ctime.
+ *
+ * Names: rules_check_name (a memory path segment of at most NAME_MAX, 255
+ * bytes), plus the whole path (1,024 bytes, 20 segments); a directory must
+ * leave room for one file below it.  The
  * marker name at the root is -EPERM.  Read-only stores: -EROFS from every
  * function here (the daemon's third wall; nothing is ever marked dirty). */
 #include <errno.h>
@@ -76,25 +78,24 @@ static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
 }
 
-/* A node by ino (live or not); -ENOENT when absent. */
-static int get_node(struct cache *c, uint64_t ino, struct cnode *out)
+int db_get_node(struct cache *c, uint64_t ino, struct cnode *out)
 {
     sqlite3_stmt *st;
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE ino = ? AND ino > 2", &st);
+    int rc = db_cached(c, DB_ST_NODE_BY_INO, DB_SQL_NODE_BY_INO, &st);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
     rc = sqlite3_step(st);
     rc = rc == SQLITE_ROW ? db_row_to_node(st, out)
          : rc == SQLITE_DONE ? -ENOENT : db_fail(c, rc, "get node");
-    sqlite3_finalize(st);
+    db_done(st);
     return rc;
 }
 
 static int get_child(struct cache *c, uint64_t parent, const char *name, struct cnode *out)
 {
     sqlite3_stmt *st;
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE parent = ? AND name = ?", &st);
+    int rc = db_cached(c, DB_ST_NODE_BY_NAME, DB_SQL_NODE_BY_NAME, &st);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
@@ -102,17 +103,16 @@ static int get_child(struct cache *c, uint64_t parent, const char *name, struct 
     rc = sqlite3_step(st);
     rc = rc == SQLITE_ROW ? db_row_to_node(st, out)
          : rc == SQLITE_DONE ? -ENOENT : db_fail(c, rc, "get child");
-    sqlite3_finalize(st);
+    db_done(st);
     return rc;
 }
 
-/* The store of a node: its id (store_out, CACHE_ID_MAX bytes), root and
- * access.  -EROFS for a read-only store. */
-static int writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *root)
+int db_writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *root)
 {
     sqlite3_stmt *st;
-    int rc = db_prepare(c, "SELECT s.id, s.root, s.read_only FROM nodes n"
-                           " JOIN stores s ON s.id = n.store WHERE n.ino = ?", &st);
+    int rc = db_cached(c, DB_ST_STORE_OF_NODE, "SELECT s.id, s.root, s.read_only FROM nodes n"
+                                               " JOIN stores s ON s.id = n.store WHERE n.ino = ?",
+                       &st);
     if (rc)
         return rc;
     sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
@@ -127,14 +127,14 @@ static int writable_store(struct cache *c, uint64_t ino, char *store_out, uint64
     } else {
         rc = rc == SQLITE_DONE ? -ENOENT : db_fail(c, rc, "store of node");
     }
-    sqlite3_finalize(st);
+    db_done(st);
     return rc;
 }
 
 /* A live directory to create in: the parent's node in *out. */
 static int live_dir(struct cache *c, uint64_t ino, uint64_t root, struct cnode *out)
 {
-    int rc = get_node(c, ino, out);
+    int rc = db_get_node(c, ino, out);
     if (rc)
         return rc;
     if (out->unlinked || (!out->parent && out->ino != root))
@@ -155,7 +155,7 @@ static int new_path(const struct cnode *dir, uint64_t root, const char *name, bo
     *path = NULL;
     if (dir->ino == root && strcmp(name, MEM_MARKER_NAME) == 0)
         return -EPERM;
-    int rc = rules_check_segment(name, &why);
+    int rc = rules_check_name(name, &why);
     if (rc)
         return rc;
     if (asprintf(path, "%s/%s", strcmp(dir->path, "/") == 0 ? "" : dir->path, name) < 0) {
@@ -193,6 +193,21 @@ static int keep_if_empty(struct cache *c, uint64_t dir)
     return step_done(c, st, "keep directory");
 }
 
+/* An entry of dir changed: its mtime and ctime become now. */
+static int touch_dir(struct cache *c, uint64_t dir, int64_t now)
+{
+    sqlite3_stmt *st;
+    int rc = db_cached(c, DB_ST_TOUCH_DIR, "UPDATE nodes SET mtime = ?1, ctime = ?1 WHERE ino = ?2",
+                       &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)dir);
+    rc = sqlite3_step(st);
+    db_done(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "touch directory");
+}
+
 static int add_tombstone(struct cache *c, const char *store, const struct cnode *n)
 {
     if (!n->memory_id[0])
@@ -225,8 +240,7 @@ static bool has_children(struct cache *c, uint64_t dir)
     return any;
 }
 
-/* Runs body(c, arg) in a transaction under the lock. */
-static int in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg)
+int db_in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg)
 {
     db_lock(c);
     int rc = db_begin(c);
@@ -257,7 +271,7 @@ static int create_tx(struct cache *c, void *arg)
     struct cnode dir = {0}, old = {0};
     char *path = NULL;
     sqlite3_stmt *st;
-    int rc = writable_store(c, a->parent, store, &root);
+    int rc = db_writable_store(c, a->parent, store, &root);
     if (!rc)
         rc = live_dir(c, a->parent, root, &dir);
     if (!rc)
@@ -269,16 +283,20 @@ static int create_tx(struct cache *c, void *arg)
     char sha[SHA256_HEX_LEN + 1] = "";
     if (!rc && !a->is_dir) {
         sha256_hex("", 0, sha);
-        rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, zeroblob(0))", &st);
+        rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
         if (!rc) {
             sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
-            rc = step_done(c, st, "put empty blob");
+            sqlite3_bind_zeroblob(st, 2, 0);
+            rc = sqlite3_step(st);
+            db_done(st);
+            rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "put empty blob");
         }
     }
     if (!rc)
         rc = db_prepare(c, "INSERT INTO nodes(store, parent, name, path, is_dir, size, mtime,"
-                           " ctime, sha, state, unsaved)"
-                           " VALUES (?, ?, ?, ?, ?, 0, ?, ?, NULLIF(?, ''), 1, ?)", &st);
+                           " ctime, atime, sha, state, unsaved)"
+                           " VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?7, NULLIF(?8, ''), 1, ?9)",
+                        &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)a->parent);
@@ -291,8 +309,11 @@ static int create_tx(struct cache *c, void *arg)
         sqlite3_bind_int(st, 9, a->unsaved);
         rc = step_done(c, st, "create node");
     }
+    uint64_t ino = rc ? 0 : (uint64_t)sqlite3_last_insert_rowid(c->db);
+    if (!rc)
+        rc = touch_dir(c, a->parent, a->now);
     if (!rc && a->out)
-        rc = get_node(c, (uint64_t)sqlite3_last_insert_rowid(c->db), a->out);
+        rc = db_get_node(c, ino, a->out);
     cnode_clear(&dir);
     cnode_clear(&old);
     free(path);
@@ -305,7 +326,7 @@ int cache_create(struct cache *c, uint64_t parent, const char *name, bool is_dir
     if (out)
         memset(out, 0, sizeof(*out));
     struct create_args a = {parent, name, is_dir, false, now_ns, out};
-    return in_tx(c, create_tx, &a);
+    return db_in_tx(c, create_tx, &a);
 }
 
 int cache_create_open(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
@@ -314,7 +335,7 @@ int cache_create_open(struct cache *c, uint64_t parent, const char *name, int64_
     if (out)
         memset(out, 0, sizeof(*out));
     struct create_args a = {parent, name, false, true, now_ns, out};
-    return in_tx(c, create_tx, &a);
+    return db_in_tx(c, create_tx, &a);
 }
 
 struct unlink_args {
@@ -330,7 +351,7 @@ static int unlink_tx(struct cache *c, void *arg)
     char store[CACHE_ID_MAX];
     uint64_t root;
     struct cnode n = {0};
-    int rc = writable_store(c, a->parent, store, &root);
+    int rc = db_writable_store(c, a->parent, store, &root);
     if (!rc && a->parent == root && strcmp(a->name, MEM_MARKER_NAME) == 0)
         rc = -EPERM;
     if (!rc)
@@ -345,6 +366,8 @@ static int unlink_tx(struct cache *c, void *arg)
         rc = detach(c, n.ino);
     if (!rc)
         rc = keep_if_empty(c, a->parent);
+    if (!rc)
+        rc = touch_dir(c, a->parent, db_now_ns());
     if (!rc && a->ino)
         *a->ino = n.ino;
     cnode_clear(&n);
@@ -354,7 +377,7 @@ static int unlink_tx(struct cache *c, void *arg)
 int cache_unlink(struct cache *c, uint64_t parent, const char *name, bool is_dir, uint64_t *ino)
 {
     struct unlink_args a = {parent, name, is_dir, ino};
-    return in_tx(c, unlink_tx, &a);
+    return db_in_tx(c, unlink_tx, &a);
 }
 
 struct rename_args {
@@ -463,9 +486,9 @@ static int rename_tx(struct cache *c, void *arg)
     struct cnode src = {0}, dst = {0}, dir = {0};
     char *path = NULL;
     bool replace = false;
-    int rc = writable_store(c, a->parent, store, &root);
+    int rc = db_writable_store(c, a->parent, store, &root);
     if (!rc)
-        rc = writable_store(c, a->newparent, store2, &root2);
+        rc = db_writable_store(c, a->newparent, store2, &root2);
     if (!rc && strcmp(store, store2) != 0)
         rc = -EXDEV;
     if (!rc && a->parent == root && strcmp(a->name, MEM_MARKER_NAME) == 0)
@@ -531,6 +554,11 @@ static int rename_tx(struct cache *c, void *arg)
     }
     if (!rc && a->parent != a->newparent)
         rc = keep_if_empty(c, a->parent);
+    int64_t now = db_now_ns();
+    if (!rc)
+        rc = touch_dir(c, a->parent, now);
+    if (!rc && a->parent != a->newparent)
+        rc = touch_dir(c, a->newparent, now);
 out:
     cnode_clear(&src);
     cnode_clear(&dst);
@@ -545,146 +573,5 @@ int cache_rename(struct cache *c, uint64_t parent, const char *name, uint64_t ne
     if (flags & ~CACHE_RENAME_NOREPLACE)
         return -EINVAL;
     struct rename_args a = {parent, newparent, name, newname, flags};
-    return in_tx(c, rename_tx, &a);
-}
-
-struct content_args {
-    uint64_t ino;
-    const char *buf;
-    size_t len;
-    int64_t mtime;
-    char *sha;
-    const char *expect; /* the hash the bytes were edited from, or NULL */
-    bool held;          /* a writer still has the file open */
-    bool kept;          /* out: the node had moved; kept as a conflict */
-};
-
-/* The node moved under an open buffer (a sync pulled the store's version
- * over it, or removed it): the store wins, and the buffer's bytes are kept
- * as a conflict record instead of overwriting the store's version. */
-static int keep_as_conflict(struct cache *c, const char *store, const struct cnode *n,
-                            const char *sha, int kind)
-{
-    sqlite3_stmt *st;
-    int rc = db_prepare(c, "INSERT INTO conflicts(store, path, memory_id, local_sha, remote_sha,"
-                           " at, kind) VALUES (?, ?, NULLIF(?, ''), ?, NULLIF(?, ''), ?, ?)", &st);
-    if (rc)
-        return rc;
-    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 2, n->path, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 3, n->memory_id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 4, sha, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, 5, n->sha, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 6, db_now_ns());
-    sqlite3_bind_int(st, 7, kind);
-    return step_done(c, st, "keep conflict");
-}
-
-static int content_tx(struct cache *c, void *arg)
-{
-    struct content_args *a = arg;
-    struct cnode n = {0};
-    char store[CACHE_ID_MAX] = "";
-    int rc = writable_store(c, a->ino, store, NULL);
-    if (!rc)
-        rc = get_node(c, a->ino, &n);
-    if (!rc && n.is_dir)
-        rc = -EISDIR;
-    bool moved = !rc && a->expect && strcmp(n.sha, a->expect) != 0;
-    sqlite3_stmt *st;
-    if (!rc)
-        rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)", &st);
-    if (rc) {
-        cnode_clear(&n);
-        return rc;
-    }
-    sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_blob(st, 2, a->len ? a->buf : "", (int)a->len, SQLITE_STATIC);
-    rc = step_done(c, st, "put content");
-    if (!rc && moved) {
-        rc = keep_as_conflict(c, store, &n, a->sha, CACHE_CONFLICT_STORE_WON);
-        a->kept = !rc;
-        cnode_clear(&n);
-        return rc; /* committed: the record stays, the node is left alone */
-    }
-    cnode_clear(&n);
-    if (rc)
-        return rc;
-    rc = db_prepare(c, "UPDATE nodes SET sha = ?1, size = ?2, mtime = ?3, ctime = ?4, unsaved = ?6,"
-                       " state = CASE WHEN memory_id IS NOT NULL AND ?1 IS base_sha"
-                       " AND path IS base_path THEN 0 ELSE 1 END WHERE ino = ?5", &st);
-    if (rc)
-        return rc;
-    sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)a->len);
-    sqlite3_bind_int64(st, 3, a->mtime);
-    sqlite3_bind_int64(st, 4, db_now_ns());
-    sqlite3_bind_int64(st, 5, (sqlite3_int64)a->ino);
-    sqlite3_bind_int(st, 6, a->held ? CACHE_HELD : CACHE_SAVED);
-    return step_done(c, st, "set content");
-}
-
-int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
-                      int64_t mtime_ns, char sha_out[SHA256_HEX_LEN + 1])
-{
-    return cache_set_content_if(c, ino, buf, len, mtime_ns, NULL, false, sha_out);
-}
-
-int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t len,
-                         int64_t mtime_ns, const char *expect_sha, bool held,
-                         char sha_out[SHA256_HEX_LEN + 1])
-{
-    if (len > MEM_CONTENT_MAX_BYTES)
-        return -EFBIG;
-    char sha[SHA256_HEX_LEN + 1];
-    sha256_hex(buf, len, sha); /* outside the lock: hashing needs no database */
-    struct content_args a = {ino, buf, len, mtime_ns, sha, expect_sha, held, false};
-    int rc = in_tx(c, content_tx, &a);
-    if (!rc && a.kept)
-        return -ESTALE;
-    if (!rc && sha_out)
-        memcpy(sha_out, sha, sizeof(sha));
-    return rc;
-}
-
-/* One UPDATE of a node of a writable store. */
-static int update_one(struct cache *c, uint64_t ino, const char *sql, int64_t value)
-{
-    db_lock(c);
-    int rc = writable_store(c, ino, NULL, NULL);
-    sqlite3_stmt *st;
-    if (!rc)
-        rc = db_prepare(c, sql, &st);
-    if (!rc) {
-        sqlite3_bind_int64(st, 1, value);
-        sqlite3_bind_int64(st, 2, db_now_ns());
-        sqlite3_bind_int64(st, 3, (sqlite3_int64)ino);
-        rc = step_done(c, st, "update node");
-    }
-    db_unlock(c);
-    return rc;
-}
-
-int cache_set_mtime(struct cache *c, uint64_t ino, int64_t mtime_ns)
-{
-    return update_one(c, ino, "UPDATE nodes SET mtime = ?1, ctime = ?2 WHERE ino = ?3", mtime_ns);
-}
-
-int cache_mark_saved(struct cache *c, uint64_t ino)
-{
-    db_lock(c);
-    sqlite3_stmt *st;
-    int rc = db_prepare(c, "UPDATE nodes SET unsaved = 0 WHERE ino = ? AND unsaved = 2", &st);
-    if (!rc) {
-        sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-        rc = step_done(c, st, "mark saved");
-    }
-    db_unlock(c);
-    return rc;
-}
-
-int cache_mark_dirty(struct cache *c, uint64_t ino)
-{
-    return update_one(c, ino, "UPDATE nodes SET state = ?1, ctime = ?2 WHERE ino = ?3"
-                              " AND is_dir = 0 AND state = 0", CNODE_DIRTY);
+    return db_in_tx(c, rename_tx, &a);
 }

@@ -10,7 +10,9 @@
 #     of every file, warm;
 #   - a cold mount with 50 ms of latency on every request: the time until
 #     every file's content is local, and the requests it took;
-#   - mount times, the downloads of a warm remount, the daemon's memory.
+#   - mount times, the downloads of a warm remount, the daemon's memory;
+#   - the cache's size on disk after the workloads and after one 100 KiB
+#     file rewritten 10,000 times, beside the live content.
 # BASELINE=/path/to/other/memstorefs runs the memstorefs rows again with
 # that build (this build vs the last).  Then what a sync costs
 # (contrib/bench-sync.sh); SYNC=0 leaves that part out.
@@ -87,6 +89,22 @@ if [ -f "$PT_SRC" ] && cc -O2 -o "$W/passthrough_ll" "$PT_SRC" $(pkg-config fuse
 fi
 [ -n "$PT" ] || echo "(passthrough_ll not available: $PT_SRC missing or not built; its column is n/a)" >&2
 
+# The cache's size on disk (cache.db and its WAL, which the daemon's
+# collector truncates every sync interval, at least once a minute), and the
+# live content of a mount (the sum of its files' sizes), in KiB.
+cache_kb() { local n=0 f; for f in "$1"/cache.db "$1"/cache.db-wal; do
+  [ -f "$f" ] && n=$((n + $(stat -c %s "$f"))); done; echo $((n / 1024)); }
+live_kb() { find "$1" -type f -printf '%s\n' | awk '{n += $1} END {print int(n / 1024)}'; }
+# One 100 KiB file rewritten 10,000 times, each time with other content.
+rewrite_big() { python3 - "$1/big.md" <<'PY'
+import sys
+body = b"x" * (100 * 1024 - 8)
+for i in range(10000):
+    with open(sys.argv[1], "wb") as f:
+        f.write(b"%07d\n" % i + body)
+PY
+}
+
 # The workloads on one directory D; each sets a global (seconds).
 list_files() { find "$1" -name 'm*.md' -type f | sort >"$W/list-$2"; }
 w_create() { rm -f "$1"/w/c*.md; mkdir -p "$1/w"; fsecs create "$1/w" 1000 4096; }
@@ -136,13 +154,18 @@ for l in sys.stdin:
   "$mfs" unmount --all >/dev/null 2>&1 || true
 }
 
-declare -A MOUNT_S REMOUNT_S REMOUNT_REQ RSS_KB LAT LATREQ
+declare -A MOUNT_S REMOUNT_S REMOUNT_REQ RSS_KB LAT LATREQ CACHE_WORK CACHE_REWRITE WAL_REWRITE LIVE
 bench_mfs() { # MFS TAG
   local mfs=$1 t=$2 mnt=$W/mnt-$RANDOM cache=$W/cache-$RANDOM t0
   t0=$(now)
   "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
   MOUNT_S[$t]=$(secs "$t0" "$(now)")
   workloads "$mnt" "$t"
+  CACHE_WORK[$t]=$(cache_kb "$cache")
+  rewrite_big "$mnt"
+  CACHE_REWRITE[$t]=$(cache_kb "$cache")
+  WAL_REWRITE[$t]=$(( $(stat -c %s "$cache/cache.db-wal" 2>/dev/null || echo 0) / 1024 ))
+  LIVE[$t]=$(live_kb "$mnt")
   RSS_KB[$t]=$(ps -o rss= -p "$(sed -n 's/^pid=//p' "$W"/run/store-*.lock | head -1)" | tr -d ' ')
   "$mfs" unmount --all >/dev/null 2>&1 || true
   # Mount again on the same cache: nothing is downloaded again.
@@ -204,6 +227,14 @@ printf '\n%-36s %10s' "content downloads of a warm mount" "${REMOUNT_REQ[mfs]}"
 [ -n "${BASELINE:-}" ] && printf ' %10s' "${REMOUNT_REQ[base]}"
 printf '\n%-36s %10s' "daemon RSS after the workloads (KiB)" "${RSS_KB[mfs]}"
 [ -n "${BASELINE:-}" ] && printf ' %10s' "${RSS_KB[base]}"
+printf '\n%-36s %10s' "cache on disk after them (KiB)" "${CACHE_WORK[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${CACHE_WORK[base]}"
+printf '\n%-36s %10s' "... after 100 KiB x 10,000 (KiB)" "${CACHE_REWRITE[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${CACHE_REWRITE[base]}"
+printf '\n%-36s %10s' "    of which write-ahead log (KiB)" "${WAL_REWRITE[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${WAL_REWRITE[base]}"
+printf '\n%-36s %10s' "live content of the mount (KiB)" "${LIVE[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${LIVE[base]}"
 printf '\n'
 
 if [ "${SYNC:-1}" != 0 ]; then

@@ -75,6 +75,32 @@ static int parse_int(const char *s, long min, long max, long *out)
     return 0;
 }
 
+int cli_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!s || *s < '0' || *s > '9')
+        return -EINVAL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -EINVAL;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (shift && strcmp(end, "iB") == 0)
+        end += 2;
+    else if (strcmp(end, "B") == 0)
+        end++;
+    if (*end || (shift && v > (UINT64_MAX >> shift)))
+        return -EINVAL;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
 /* --store ID:MOUNT_PATH[:ro|:rw] */
 static int add_store(struct mount_opts *o, const char *arg)
 {
@@ -207,7 +233,7 @@ static int parse_uid(const char *s, uid_t *out)
 int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
 {
     enum { O_SESSION = 256, O_STORE, O_INTERVAL, O_FLUSH, O_DELETIONS, O_CACHE, O_UID, O_GID,
-           O_LEVEL, O_LOGFILE, O_CRED, O_RESYNC, O_RPM, O_UMASK };
+           O_LEVEL, O_LOGFILE, O_CRED, O_RESYNC, O_RPM, O_UMASK, O_MAXSIZE, O_CKEEP, O_CAGE };
     static const struct option longopts[] = {
         {"session", required_argument, NULL, O_SESSION},
         {"store", required_argument, NULL, O_STORE},
@@ -224,12 +250,17 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
         {"log-level", required_argument, NULL, O_LEVEL},
         {"log-file", required_argument, NULL, O_LOGFILE},
         {"credentials", required_argument, NULL, O_CRED},
+        {"cache-max-size", required_argument, NULL, O_MAXSIZE},
+        {"conflicts-keep", required_argument, NULL, O_CKEEP},
+        {"conflicts-max-age", required_argument, NULL, O_CAGE},
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof(*o));
     o->sync_interval = 15;
     o->flush_timeout = 30;
     o->full_resync = 300;
+    o->conflicts_keep = 100;
+    o->conflicts_max_age = 30;
     o->uid = getuid();
     o->gid = getgid();
     int c, rc = 0;
@@ -329,6 +360,25 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
             free(o->credentials);
             if (!(o->credentials = strdup(optarg)))
                 rc = usage_error("%s", "out of memory");
+            break;
+        case O_MAXSIZE:
+            if (cli_parse_size(optarg, &o->cache_max_size))
+                rc = usage_error("--cache-max-size must be a size such as 500M, 2G or 0 (no "
+                                 "limit), got '%s'", optarg);
+            break;
+        case O_CKEEP:
+            if (parse_int(optarg, 0, 1000000, &v))
+                rc = usage_error("--conflicts-keep must be a number of records from 0 (no "
+                                 "limit) to 1000000, got '%s'", optarg);
+            else
+                o->conflicts_keep = (int)v;
+            break;
+        case O_CAGE:
+            if (parse_int(optarg, 0, 36500, &v))
+                rc = usage_error("--conflicts-max-age must be a number of days from 0 (no "
+                                 "limit) to 36500, got '%s'", optarg);
+            else
+                o->conflicts_max_age = (int)v;
             break;
         case 'o':
             rc = add_fuse_opt(o, optarg);

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -28,12 +29,18 @@ struct mount_opts {
     char *credentials;            /* --credentials FILE, or NULL: the environment */
     bool dir_may_exist;           /* mount(8) form: the mount point may be an
                                    * existing empty directory (left in place) */
+    uint64_t cache_max_size;      /* --cache-max-size bytes; 0: no limit */
+    int conflicts_keep;           /* --conflicts-keep (per store; 0: no limit) */
+    int conflicts_max_age;        /* --conflicts-max-age days (0: no limit) */
 };
 
 void mount_opts_free(struct mount_opts *o);
 /* Parses `mount` arguments (argv[0] is "mount").  0, or 2 after printing a
  * usage error. */
 int cli_parse_mount(int argc, char **argv, struct mount_opts *o);
+/* A size: a number of bytes with an optional K, M or G suffix (powers
+ * of 1024, an optional "iB" or "B" after).  0 or -EINVAL. */
+int cli_parse_size(const char *s, uint64_t *out);
 /* The default cache directory (malloc'd). */
 char *cli_default_cache_dir(void);
 

@@ -29,6 +29,7 @@
 #include "cli.h"
 #include "daemon.h"
 #include "engine.h"
+#include "jbuf.h"
 #include "log.h"
 #include "mountdir.h"
 #include "private.h"
@@ -265,10 +266,17 @@ static int status_one(void *arg, const char *file, const struct rt_lockinfo *inf
 {
     struct status_ctx *sc = arg;
     if (!alive) {
-        if (sc->json)
-            printf("{\"memory_store_id\":\"%s\",\"mount_path\":\"%s\",\"state\":\"dead\"}\n",
-                   info->store_id, info->mount_path);
-        else
+        if (sc->json) {
+            struct jbuf b = {0};
+            jbuf_adds(&b, "{\"memory_store_id\":");
+            jbuf_add_json_cstr(&b, info->store_id);
+            jbuf_adds(&b, ",\"mount_path\":");
+            jbuf_add_json_cstr(&b, info->mount_path);
+            jbuf_addf(&b, ",\"state\":\"dead\",\"pid\":%d}\n", (int)info->pid);
+            if (!b.oom)
+                fputs(b.p, stdout);
+            jbuf_release(&b);
+        } else
             printf("%s  %s  DEAD (daemon pid %d is gone; run 'memstorefs unmount %s')\n",
                    info->store_id, info->mount_path, (int)info->pid, info->mount_path);
         sc->shown++;

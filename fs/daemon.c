@@ -53,6 +53,7 @@
 #include "engine.h"
 #include "fs.h"
 #include "history.h"
+#include "housekeep.h"
 #include "http.h"
 #include "log.h"
 #include "mountdir.h"
@@ -156,9 +157,12 @@ static void abort_connection(const struct fs_store *s, dev_t dev)
     if (fd < 0 && errno == ENOENT && geteuid() == 0 &&
         mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, NULL) == 0)
         fd = open(p, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, "1", 1) != 1)
+    int err = fd < 0 ? errno : 0;
+    if (!err && write(fd, "1", 1) != 1)
+        err = errno ? errno : EIO;
+    if (err)
         log_warn("files of the store are still open; the daemon waits until they are closed",
-                 "memory_store_id", s->id, "path", s->mount_path, "error", strerror(errno));
+                 "memory_store_id", s->id, "path", s->mount_path, "error", strerror(err));
     else
         log_info("files of the store were still open; their connection was aborted",
                  "memory_store_id", s->id, "path", s->mount_path);
@@ -275,21 +279,27 @@ static size_t final_sync(struct fs_store **v, size_t n, FILE *report)
                            refused = st.refused, unsaved = st.unsaved;
         if (!left && !refused && !unsaved)
             continue;
-        char msg[1024], parts[256] = "";
+        /* What happens to each kind, exactly: changes are pushed by the
+         * next mount or `flush`; a refused file only once its content
+         * changes; a file never closed only once a writer closes it. */
+        char msg[1400], parts[1000] = "";
+        size_t k = 0;
         if (left)
-            snprintf(parts, sizeof(parts), "%llu local change%s not pushed", left,
-                     left == 1 ? "" : "s");
+            k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%llu local change%s not "
+                                  "pushed (the next mount of this store with the same "
+                                  "--cache-dir, or memstorefs flush, pushes %s)", left,
+                                  left == 1 ? "" : "s", left == 1 ? "it" : "them");
         if (refused)
-            snprintf(parts + strlen(parts), sizeof(parts) - strlen(parts),
-                     "%s%llu file%s refused by the server", left ? ", " : "", refused,
-                     refused == 1 ? "" : "s");
+            k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%s%llu file%s refused by the "
+                                  "server (retried only once %s content changes)",
+                                  k ? "; " : "", refused, refused == 1 ? "" : "s",
+                                  refused == 1 ? "its" : "their");
         if (unsaved)
-            snprintf(parts + strlen(parts), sizeof(parts) - strlen(parts),
-                     "%s%llu new file%s never closed by a writer", parts[0] ? ", " : "",
-                     unsaved, unsaved == 1 ? "" : "s");
-        snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s) and the "
-                 "next mount of this store with the same --cache-dir, or memstorefs flush, "
-                 "pushes the changes", v[i]->id, parts, D.cache_dir);
+            snprintf(parts + k, sizeof(parts) - k, "%s%llu new file%s never closed by a writer "
+                     "(pushed only once a writer closes or fsyncs %s)", k ? "; " : "", unsaved,
+                     unsaved == 1 ? "" : "s", unsaved == 1 ? "it" : "them");
+        snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s)", v[i]->id,
+                 parts, D.cache_dir);
         log_warn("memory flush left changes unpushed", "memory_store_id", v[i]->id, "path",
                  v[i]->mount_path, "unpushed", msg);
         stores_left++;
@@ -342,6 +352,7 @@ static void teardown_all(bool flush)
 
 static void free_all(void)
 {
+    housekeep_stop();
     mountdir_finish();
     /* Clients waiting for a sync (memstorefs sync --wait) use the syncer:
      * their requests end at once (cancelled), then they answer. */
@@ -424,9 +435,10 @@ static int setup_stores(struct mount_opts *o)
                            .max_per_minute = o->max_rpm};
     D.http = http_client_new(&ho);
     if (!D.http) {
+        int err = errno;
         fprintf(stderr, "memstorefs: cannot use the API endpoint '%s': %s\n", D.cred.base_url,
-                strerror(errno));
-        return -errno;
+                strerror(err));
+        return -err;
     }
     static bool progress_shown;
     struct syncer_opts so = {.interval_s = o->sync_interval, .full_resync_s = o->full_resync,
@@ -571,6 +583,7 @@ int daemon_mount(struct mount_opts *o)
     control_init(&D);
     D.flush_timeout = o->flush_timeout;
     D.cache_dir = o->cache_dir;
+    D.cache_max_size = o->cache_max_size;
     if (o->log_level) {
         enum log_level lvl;
         if (log_parse_level(o->log_level, &lvl) == 0)
@@ -664,6 +677,15 @@ int daemon_mount(struct mount_opts *o)
         log_warn("cannot open the control socket; 'memstorefs unmount' will not reach this "
                  "daemon, use SIGTERM", "path", D.ctl_path);
     syncer_start(D.sync);
+    struct cache_policy policy = {
+        .max_bytes = o->cache_max_size,
+        .conflicts_keep = (unsigned)o->conflicts_keep,
+        .conflicts_max_age_ns = (int64_t)o->conflicts_max_age * 86400LL * 1000000000LL,
+    };
+    /* Every sync interval, and at least once a minute. */
+    if (housekeep_start(D.cache, &policy, o->sync_interval < 60 ? o->sync_interval : 60) != 0)
+        log_warn("cannot start the cache collector; unused cache space is given back at the "
+                 "next mount", NULL, NULL);
     log_target_activate(); /* from now on, lines go to --log-file */
     for (size_t i = 0; i < D.n; i++)
         log_info("mounted memory store", "memory_store_id", D.stores[i].id, "path",

@@ -40,6 +40,7 @@ struct daemon {
     int flush_timeout;    /* seconds: bound of the final sync */
     const char *cache_dir;
     struct ctl_client ctl[CTL_CLIENTS];
+    uint64_t cache_max_size; /* --cache-max-size, 0: none (for status) */
 };
 
 /* Unmounts one store, removes the directories it created, drops its lock. */

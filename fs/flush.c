@@ -173,10 +173,15 @@ int flush_main(int argc, char **argv)
     struct http_opts ho = {.base_url = cred.base_url, .api_key = cred.api_key,
                            .bearer = cred.bearer, .max_retries = -1};
     struct http_client *h = http_client_new(&ho);
+    int herr = h ? 0 : errno;
     struct cache_store *v = NULL;
     size_t n = 0;
-    if (!h || cache_stores(c, &v, &n) != 0) {
-        fprintf(stderr, "memstorefs flush: cannot start: %s\n", strerror(errno));
+    int crc = h ? cache_stores(c, &v, &n) : 0;
+    if (!h || crc) {
+        /* The reason of the step that failed, never a stale errno. */
+        fprintf(stderr, "memstorefs flush: cannot start: %s%s\n",
+                h ? "cannot read the cache: " : "cannot use the API endpoint: ",
+                strerror(h ? -crc : herr));
         status = 1;
     }
     for (size_t k = 0; h && k < n_ids; k++) {

@@ -18,7 +18,8 @@ static const char overview[] =
     "  memstorefs unmount PATH... | --all\n"
     "  memstorefs status [--json]\n"
     "  memstorefs sync [PATH... | --all] [--wait]\n"
-    "  memstorefs conflicts [show ID | restore ID | diff ID] [--cache-dir DIR] [--json]\n"
+    "  memstorefs conflicts [show ID | restore ID | diff ID | drop ID | drop --all |\n"
+    "                       drop --older-than DAYS] [--cache-dir DIR] [--json]\n"
     "  memstorefs log [--json] PATH | log --deleted [--json] DIR\n"
     "  memstorefs show PATH --version ID\n"
     "  memstorefs restore PATH --version ID [--to PATH]\n"
@@ -57,6 +58,11 @@ static const char mount_help[] =
     "                          no cap; a 429 pauses every request anyway)\n"
     "  --cache-dir DIR         the local cache (default /var/lib/memstorefs for root,\n"
     "                          else $XDG_STATE_HOME/memstorefs)\n"
+    "  --cache-max-size SIZE   most content the cache keeps (e.g. 500M; default 0: no\n"
+    "                          limit); past it clean files are evicted, fetched on open\n"
+    "  --conflicts-keep N      conflict records kept per store (default 100; 0: all)\n"
+    "  --conflicts-max-age DAYS  conflict records older than this go (default 30; 0:\n"
+    "                          never)\n"
     "  --credentials FILE      KEY=VALUE lines (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN,\n"
     "                          ANTHROPIC_WORK_SECRET, ANTHROPIC_BASE_URL) that override\n"
     "                          the environment; refused when group or others may read it\n"
@@ -82,13 +88,15 @@ static const char unmount_help[] =
     "exit status: 0 everything unmounted and pushed; 1 a path is not a memstorefs\n"
     "mount or could not be unmounted; 2 bad usage; 3 unmounted, but changes stayed\n"
     "unpushed in the cache (each listed on stderr; the next mount or memstorefs\n"
-    "flush pushes them).\n";
+    "flush pushes them; a file the server refused is retried once it changes).\n";
 
 static const char status_help[] =
     "usage: memstorefs status [--json]\n"
     "\n"
     "Shows every mounted store: counts, content cached / total, the last sync and\n"
-    "its report, refused files, conflicts; and dead mounts.\n"
+    "its report, whether syncs keep up (STUCK or FAILING for longer than the sync\n"
+    "interval, since when and why), the cache's size, refused files, conflicts;\n"
+    "and dead mounts.\n"
     "\n"
     "  --json                  one JSON object per store and line\n"
     "  -h, --help              this help\n";
@@ -112,16 +120,20 @@ static const char sync_help[] =
     "for writing, failed).\n";
 
 static const char conflicts_help[] =
-    "usage: memstorefs conflicts [show ID | restore ID | diff ID] [--cache-dir DIR] [--json]\n"
+    "usage: memstorefs conflicts [show ID | restore ID | diff ID | drop ID | drop --all |\n"
+    "                             drop --older-than DAYS] [--cache-dir DIR] [--json]\n"
     "\n"
     "Lists the local versions that lost to the store, prints one of them, puts one\n"
-    "back, or compares one with its file.\n"
+    "back, compares one with its file, or removes records and their content.\n"
     "\n"
     "  show ID                 write conflict ID's local content to stdout\n"
     "  restore ID              make it its file's content again, a local edit the next\n"
     "                          sync pushes (through the running daemon; the record is\n"
     "                          dropped)\n"
     "  diff ID                 a unified diff of it against its file's current content\n"
+    "  drop ID                 remove conflict ID\n"
+    "  drop --all              remove every conflict record\n"
+    "  drop --older-than DAYS  remove the records older than DAYS days\n"
     "  --cache-dir DIR         the cache (default: as for mount; for restore and diff,\n"
     "                          the caches of the running daemons)\n"
     "  --json                  one JSON object per record and line\n"

@@ -35,7 +35,8 @@ static const struct {
     {"full_resync", "--full-resync"}, {"max_requests_per_minute", "--max-requests-per-minute"},
     {"credentials", "--credentials"},     {"uid", "--uid"},
     {"gid", "--gid"},                     {"log_level", "--log-level"},
-    {"log_file", "--log-file"},
+    {"log_file", "--log-file"},           {"cache_max_size", "--cache-max-size"},
+    {"conflicts_keep", "--conflicts-keep"}, {"conflicts_max_age", "--conflicts-max-age"},
 };
 
 bool helper_form(int argc, char **argv)

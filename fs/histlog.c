@@ -19,27 +19,18 @@
 #include "api.h"
 #include "daemon.h"
 #include "history.h"
+#include "jbuf.h"
 #include "rules.h"
 
 #define MAX_PAGES 100
 
+/* A JSON string (or null) through the one JSON string writer. */
 static void json_str(FILE *f, const char *s)
 {
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20 || ch == 0x7f)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
+    struct jbuf b = {0};
+    jbuf_add_json_cstr(&b, s);
+    fputs(b.oom || !b.p ? "null" : b.p, f);
+    jbuf_release(&b);
 }
 
 /* "api_actor apikey_..." -> "api apikey_..."; "unknown" when null. */

@@ -142,10 +142,13 @@ int mountdir_make(struct fs_store *s, struct rt_lockinfo *info)
                 snprintf(info->created[info->n_created++], sizeof(info->created[0]), "%s", p);
         } else if (errno != EEXIST) {
             rc = -errno;
+            /* The reason is taken before getpwuid (in user_name), which may
+             * change errno: the arguments are evaluated in no set order. */
+            const char *reason = strerror(-rc), *user = user_name(geteuid());
             fprintf(stderr, "memstorefs: cannot create the memory store's folder: %s "
                             "(memory_store_id=%s): %s; the parent directory must be writable "
-                            "by user %s (uid %u)\n", s->mount_path, s->id, strerror(errno),
-                    user_name(geteuid()), (unsigned)geteuid());
+                            "by user %s (uid %u)\n", s->mount_path, s->id, reason, user,
+                    (unsigned)geteuid());
             break;
         }
         *c = save;
@@ -187,8 +190,9 @@ void mountdir_remove(struct fs_store *s)
         } else if (errno == ENOTEMPTY && n_leftover < 64) {
             leftover[n_leftover++] = s->created_dirs[i];
         } else {
+            int err = errno;
             log_warn("failed to remove the memory store folder", "memory_store_id", s->id,
-                     "path", s->created_dirs[i], "error", strerror(errno));
+                     "path", s->created_dirs[i], "error", strerror(err));
             free(s->created_dirs[i]);
         }
     }

@@ -139,6 +139,7 @@ static void set_dirty(struct ofile *f, int64_t now_ns, bool *first_dirty)
         *first_dirty = !f->dirty;
     f->dirty = true;
     f->mtime_ns = now_ns;
+    f->ctime_ns = now_ns;
 }
 
 int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
@@ -371,11 +372,14 @@ struct ofile *ofile_find(uint64_t row)
     return f;
 }
 
-void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns)
+void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns,
+                       int64_t *ctime_ns)
 {
     if (!f->loaded)
         return;
     *size = f->len;
     if (f->mtime_ns)
         *mtime_ns = f->mtime_ns;
+    if (f->ctime_ns > *ctime_ns)
+        *ctime_ns = f->ctime_ns; /* a write or truncate not flushed yet */
 }

@@ -28,6 +28,7 @@ struct ofile {
     size_t len, cap;
     char sha[SHA256_HEX_LEN + 1]; /* cache content buf was loaded from / flushed as */
     int64_t mtime_ns;          /* modification time of the buffered content */
+    int64_t ctime_ns;          /* when a write or truncate last changed it */
 };
 
 /* The entry for row, created empty (not loaded) if none; one reference
@@ -84,9 +85,11 @@ bool ofile_is_open(uint64_t row);
  * not open (nothing is created). */
 struct ofile *ofile_find(uint64_t row);
 /* With the lock held: a loaded buffer's size (and its mtime once written)
- * replace *size and *mtime_ns; while a file is open its buffer is what
- * reads return, so it is what attributes must report. */
-void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns);
+ * replace *size and *mtime_ns, and the time of its last change *ctime_ns
+ * when later; while a file is open its buffer is what reads return, so it
+ * is what attributes must report (ftruncate, write: at once). */
+void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns,
+                       int64_t *ctime_ns);
 
 /* A buffer truncated before it was ever loaded (open with O_TRUNC) learns
  * which cache content it replaces, so that its flush can tell whether a

@@ -18,6 +18,7 @@
  * invalidates exactly the inodes whose content changed (notify.c), and
  * local writes go through the kernel, which keeps its pages right. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -42,14 +43,37 @@ mode_t ops_mode(const struct fs_store *s, bool is_dir)
     return (s->read_only ? 0444 : 0644) & ~s->umask;
 }
 
+struct timespec ops_ns_to_timespec(int64_t ns)
+{
+    /* Floor division: a time before 1970 keeps 0 <= tv_nsec < 1e9. */
+    int64_t sec = ns / 1000000000LL, rem = ns % 1000000000LL;
+    if (rem < 0) {
+        sec--;
+        rem += 1000000000LL;
+    }
+    return (struct timespec){.tv_sec = (time_t)sec, .tv_nsec = (long)rem};
+}
+
+int64_t ops_timespec_to_ns(const struct timespec *ts)
+{
+    /* Nanoseconds since 1970 in 64 bits reach the years 1678 to 2262: a
+     * time outside is clamped, as a local filesystem clamps to its range. */
+    const int64_t max_sec = INT64_MAX / 1000000000LL - 1;
+    if (ts->tv_sec > max_sec)
+        return max_sec * 1000000000LL;
+    if (ts->tv_sec < -max_sec)
+        return -max_sec * 1000000000LL;
+    return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
 void ops_fill_attr(const struct fs_store *s, const struct cnode *n, struct stat *st)
 {
     memset(st, 0, sizeof(*st));
     st->st_ino = fs_to_kernel(s, n->ino);
-    int64_t mtime = n->mtime_ns;
     if (n->is_dir) {
         st->st_mode = S_IFDIR | ops_mode(s, true);
-        st->st_nlink = n->unlinked ? 0 : 2;
+        /* "." and the entry in its parent, and each subdirectory's "..". */
+        st->st_nlink = n->unlinked ? 0 : 2 + (nlink_t)n->subdirs;
         st->st_size = 4096;
     } else {
         st->st_mode = S_IFREG | ops_mode(s, false);
@@ -60,11 +84,9 @@ void ops_fill_attr(const struct fs_store *s, const struct cnode *n, struct stat 
     st->st_gid = s->gid;
     st->st_blksize = 4096;
     st->st_blocks = (st->st_size + 511) / 512;
-    st->st_mtim.tv_sec = mtime / 1000000000LL;
-    st->st_mtim.tv_nsec = mtime % 1000000000LL;
-    st->st_ctim.tv_sec = n->ctime_ns / 1000000000LL;
-    st->st_ctim.tv_nsec = n->ctime_ns % 1000000000LL;
-    st->st_atim = st->st_mtim;
+    st->st_mtim = ops_ns_to_timespec(n->mtime_ns);
+    st->st_ctim = ops_ns_to_timespec(n->ctime_ns);
+    st->st_atim = ops_ns_to_timespec(n->atime_ns);
 }
 
 static void marker_attr(const struct fs_store *s, struct stat *st)
@@ -93,7 +115,7 @@ int ops_getnode(struct fs_store *s, uint64_t row, struct cnode *n)
     ofile_lock(f);
     int rc = cache_getattr(s->cache, row, n);
     if (!rc && !n->is_dir)
-        ofile_attr_locked(f, &n->size, &n->mtime_ns);
+        ofile_attr_locked(f, &n->size, &n->mtime_ns, &n->ctime_ns);
     ofile_unlock(f);
     ofile_put(f);
     return rc;
@@ -121,6 +143,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     e.attr_timeout = FS_TIMEOUT;
     e.entry_timeout = FS_TIMEOUT;
     uint64_t prow = fs_to_row(s, parent);
+    if (strlen(name) > MEM_NAME_MAX_BYTES) {
+        /* No such name can exist here: every operation on it (rmdir,
+         * unlink, rename, truncate, open, ...) ends at this lookup. */
+        fuse_reply_err(req, ENAMETOOLONG);
+        return;
+    }
     if (is_marker(s, prow, name)) {
         e.ino = CACHE_INO_MARKER;
         marker_attr(s, &e.attr);
@@ -358,6 +386,13 @@ int ops_load(struct fs_store *s, struct ofile *f)
         }
         if (rc == -ESTALE)
             rc = -EIO;
+        if (!rc && !n.is_dir) {
+            /* The eviction order of --cache-max-size (least recently
+             * opened first), refreshed at most once an hour. */
+            int64_t now = ops_now_ns();
+            if (n.used_ns < now - 3600LL * 1000000000LL)
+                cache_mark_used(s->cache, n.ino, now);
+        }
         if (rc && rc != -EISDIR)
             log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
                      "error", strerror(-rc));
@@ -489,7 +524,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     sv.f_bfree = sv.f_bavail = used < blocks ? blocks - used : 0;
     sv.f_files = max_files;
     sv.f_ffree = sv.f_favail = cs.files < max_files ? max_files - cs.files : 0;
-    sv.f_namemax = MEM_PATH_MAX_BYTES - 1;
+    sv.f_namemax = MEM_NAME_MAX_BYTES;
     fuse_reply_statfs(req, &sv);
 }
 

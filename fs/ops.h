@@ -32,6 +32,11 @@ static inline int64_t ops_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* CLOCK_REALTIME nanoseconds <-> timespec, for times before 1970 and
+ * after 2038 alike (a time past what 64-bit nanoseconds hold is clamped). */
+struct timespec ops_ns_to_timespec(int64_t ns);
+int64_t ops_timespec_to_ns(const struct timespec *ts);
+
 /* Attributes of a node as read (use ops_getnode for an open file's). */
 void ops_fill_attr(const struct fs_store *s, const struct cnode *n, struct stat *st);
 /* A node by row, with an open buffer's size and mtime (read consistently

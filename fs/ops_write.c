@@ -34,6 +34,16 @@ static bool refuse_ro(fuse_req_t req)
     return true;
 }
 
+/* Longer names cannot exist here (the kernel's lookup of one fails with
+ * ENAMETOOLONG first; this holds for a request that comes without it). */
+static bool refuse_long(fuse_req_t req, const char *name)
+{
+    if (strlen(name) <= MEM_NAME_MAX_BYTES)
+        return false;
+    fuse_reply_err(req, ENAMETOOLONG);
+    return true;
+}
+
 static void reply_node(fuse_req_t req, struct fs_store *s, int rc, struct cnode *n)
 {
     if (rc) {
@@ -117,15 +127,17 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         else
             rc = resize(s, row, fi ? ops_ofile(fi) : NULL, (uint64_t)attr->st_size);
     }
-    if (!rc && (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))) {
-        int64_t t = (to_set & FUSE_SET_ATTR_MTIME_NOW)
-                        ? ops_now_ns()
-                        : (int64_t)attr->st_mtim.tv_sec * 1000000000LL + attr->st_mtim.tv_nsec;
-        rc = cache_set_mtime(s->cache, row, t);
-        if (!rc && !is_dir) {
-            struct ofile *f = ofile_get(row);
+    bool set_m = to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW);
+    bool set_a = to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW);
+    if (!rc && (set_m || set_a)) {
+        int64_t now = ops_now_ns();
+        int64_t m = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now : ops_timespec_to_ns(&attr->st_mtim);
+        int64_t a = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? now : ops_timespec_to_ns(&attr->st_atim);
+        rc = cache_set_times(s->cache, row, set_a ? &a : NULL, set_m ? &m : NULL);
+        if (!rc && set_m && !is_dir) {
+            struct ofile *f = ofile_find(row);
             if (f)
-                ofile_set_mtime(f, t);
+                ofile_set_mtime(f, m);
             ofile_put(f);
         }
     }
@@ -165,6 +177,8 @@ void ops_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     if (refuse_ro(req))
         return;
     uint64_t prow = fs_to_row(s, parent);
+    if (refuse_long(req, name))
+        return;
     if (ops_is_marker(s, prow, name)) {
         fuse_reply_err(req, EPERM);
         return;
@@ -178,6 +192,8 @@ void ops_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     if (refuse_ro(req))
         return;
     uint64_t prow = fs_to_row(s, parent);
+    if (refuse_long(req, name))
+        return;
     if (ops_is_marker(s, prow, name)) {
         fuse_reply_err(req, ENOTDIR);
         return;
@@ -204,6 +220,8 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
     if (refuse_ro(req))
         return;
     uint64_t prow = fs_to_row(s, parent), nrow = fs_to_row(s, newparent);
+    if (refuse_long(req, name) || refuse_long(req, newname))
+        return;
     if (ops_is_marker(s, prow, name) || ops_is_marker(s, nrow, newname)) {
         fuse_reply_err(req, EPERM);
         return;

@@ -404,9 +404,9 @@ static int build_write(const char *store_id, const struct api_write *w, struct j
         }
         if (w->sha) {
             jbuf_adds(body, sep);
-            jbuf_adds(body, "\"precondition\":{\"type\":\"content_sha256\",\"content_sha256\":\"");
-            jbuf_adds(body, w->sha);
-            jbuf_adds(body, "\"}");
+            jbuf_adds(body, "\"precondition\":{\"type\":\"content_sha256\",\"content_sha256\":");
+            jbuf_add_json_cstr(body, w->sha);
+            jbuf_adds(body, "}");
         }
         jbuf_adds(body, "}");
         *method = "POST";

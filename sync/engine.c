@@ -28,6 +28,8 @@
 
 #include "engine_int.h"
 
+#define MSG_BLOCKED "a remote memory lies below a local file; leaving it out until the sync " \
+                    "resolves it"
 
 struct syncer *syncer_new(struct cache *c, struct http_client *h, const struct syncer_opts *o)
 {
@@ -61,6 +63,7 @@ void syncer_free(struct syncer **sp)
         free(s->v[i].said);
         feed_free(&s->v[i].feed);
         pthread_mutex_destroy(&s->v[i].cycle_lock);
+        pthread_mutex_destroy(&s->v[i].said_lock);
     }
     free(s->v);
     pthread_mutex_destroy(&s->lock);
@@ -82,6 +85,7 @@ int syncer_add(struct syncer *s, const char *store_id, bool read_only, const str
         return -ENOMEM;
     st->read_only = read_only;
     pthread_mutex_init(&st->cycle_lock, NULL);
+    pthread_mutex_init(&st->said_lock, NULL);
     if (n)
         st->n = *n;
     return (int)s->n++;
@@ -96,17 +100,21 @@ bool engine_first_time(struct sstore *st, const char *msg, const char *key, cons
             h = (h ^ (unsigned char)*p) * 1099511628211ULL;
         h = (h ^ 0xffu) * 1099511628211ULL; /* ("ab","c") differs from ("a","bc") */
     }
-    for (size_t i = 0; i < st->n_said; i++)
-        if (st->said[i] == h)
-            return false;
-    if (st->n_said >= 4096)
-        st->n_said = 0;
-    uint64_t *v = realloc(st->said, (st->n_said + 1) * sizeof(*v));
-    if (v) {
-        st->said = v;
-        v[st->n_said++] = h;
+    pthread_mutex_lock(&st->said_lock);
+    bool first = true;
+    for (size_t i = 0; first && i < st->n_said; i++)
+        first = st->said[i] != h;
+    if (first) {
+        if (st->n_said >= 4096)
+            st->n_said = 0;
+        uint64_t *v = realloc(st->said, (st->n_said + 1) * sizeof(*v));
+        if (v) {
+            st->said = v;
+            v[st->n_said++] = h;
+        }
     }
-    return true;
+    pthread_mutex_unlock(&st->said_lock);
+    return first;
 }
 
 void engine_set_result(struct syncer *s, struct sstore *st, const char *result,
@@ -117,6 +125,45 @@ void engine_set_result(struct syncer *s, struct sstore *st, const char *result,
     snprintf(st->result, sizeof(st->result), "%s", result);
     if (rep)
         st->rep = *rep;
+    if (strcmp(result, "ok") == 0) {
+        st->last_ok = st->last;
+        st->failing_since = 0;
+        st->last_error[0] = '\0';
+    } else {
+        if (!st->failing_since)
+            st->failing_since = st->last;
+        snprintf(st->last_error, sizeof(st->last_error), "%s", result);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A sync of st begins (running) or has ended, for syncer_health. */
+static void set_running(struct syncer *s, struct sstore *st, bool running)
+{
+    pthread_mutex_lock(&s->lock);
+    st->running_since = running ? (int64_t)time(NULL) : 0;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* cycle_run with its time recorded, for syncer_health. */
+static int timed_cycle(struct syncer *s, int idx, bool final, char *why, size_t whylen)
+{
+    set_running(s, &s->v[idx], true);
+    int rc = cycle_run(s, idx, final, why, whylen);
+    set_running(s, &s->v[idx], false);
+    return rc;
+}
+
+void syncer_health(struct syncer *s, int idx, struct syncer_health *h)
+{
+    memset(h, 0, sizeof(*h));
+    pthread_mutex_lock(&s->lock);
+    const struct sstore *st = &s->v[idx];
+    h->running_since = st->running_since;
+    h->failing_since = st->failing_since;
+    h->last_ok = st->last_ok;
+    snprintf(h->last_error, sizeof(h->last_error), "%s", st->last_error);
+    h->interval_s = s->o.interval_s;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -149,6 +196,11 @@ void engine_notify(struct sstore *st, const struct cache_changes *ch)
         case CACHE_CH_GONE:
             if (st->n.entry_gone)
                 st->n.entry_gone(st->n.arg, x->parent, x->ino, x->name);
+            break;
+        case CACHE_CH_BLOCKED:
+            /* Said once per mount: the same listing comes at every sync. */
+            if (engine_first_time(st, MSG_BLOCKED, x->name, NULL))
+                log_warn(MSG_BLOCKED, "memory_store_id", st->id, "path", x->name);
             break;
         }
     }
@@ -301,7 +353,7 @@ int syncer_sync_now(struct syncer *s, int idx, char *why, size_t whylen,
         why = local_why;
         whylen = sizeof(local_why);
     }
-    int rc = cycle_run(s, idx, false, why, whylen);
+    int rc = timed_cycle(s, idx, false, why, whylen);
     pthread_mutex_lock(&s->lock);
     clock_gettime(CLOCK_MONOTONIC, &s->deferred);
     s->deferred.tv_sec += s->o.interval_s;
@@ -318,7 +370,7 @@ int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct sync
         why = local_why;
         whylen = sizeof(local_why);
     }
-    int rc = cycle_run(s, idx, true, why, whylen);
+    int rc = timed_cycle(s, idx, true, why, whylen);
     if (rep)
         syncer_last_report(s, idx, rep);
     return rc;
@@ -374,7 +426,7 @@ static void *run(void *arg)
                 if (stopping(s))
                     return NULL;
                 char why[512];
-                int rc = cycle_run(s, (int)i, false, why, sizeof(why));
+                int rc = timed_cycle(s, (int)i, false, why, sizeof(why));
                 if (rc && rc != -ESHUTDOWN) /* ESHUTDOWN: unmounted, nothing to do */
                     log_warn("memory sync failed", "memory_store_id", s->v[i].id, "error",
                              why);

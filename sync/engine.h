@@ -82,6 +82,21 @@ void syncer_stop(struct syncer *s);
 void syncer_last(struct syncer *s, int idx, int64_t *when, char *result, size_t len);
 /* Whether the last sync of store idx left a backlog for another round. */
 bool syncer_backlog(struct syncer *s, int idx);
+/* Whether the store's syncs keep up: for `memstorefs status`, which says
+ * when a sync has been running, or failing, for longer than an interval
+ * (a server that trickles bytes or hangs, a credential revoked, ...).
+ * Times are unix seconds. */
+struct syncer_health {
+    int64_t running_since;  /* a sync of the store started then and is still
+                             * running; 0 when none runs */
+    int64_t failing_since;  /* the first failed sync since the last success;
+                             * 0 when the last one succeeded (or none ended) */
+    int64_t last_ok;        /* the last successful sync (or listing at mount) */
+    char last_error[512];   /* the last failure's reason, "" since a success */
+    int interval_s;         /* --sync-interval */
+};
+void syncer_health(struct syncer *s, int idx, struct syncer_health *h);
+
 /* The report of the last full sync (zeroed if none yet). */
 void syncer_last_report(struct syncer *s, int idx, struct syncer_report *rep);
 

@@ -52,6 +52,7 @@ struct sstore {
     /* Owned by whichever thread runs this store's sync (one at a time:
      * cycle_lock): */
     pthread_mutex_t cycle_lock;
+    pthread_mutex_t said_lock; /* guards said, n_said (a leaf lock) */
     uint64_t *said;      /* hashes of standing messages already logged */
     size_t n_said;
     bool disabled;       /* unmounted: never synced again (under cycle_lock) */
@@ -65,6 +66,10 @@ struct sstore {
     int64_t last;
     char result[512];
     struct syncer_report rep;
+    int64_t running_since;  /* a sync (cycle_run) started then; 0: none runs */
+    int64_t failing_since;  /* first failure since the last success; 0: none */
+    int64_t last_ok;        /* the last success; 0: none yet */
+    char last_error[512];   /* the last failure's reason ("" after a success) */
 };
 
 struct syncer {
@@ -140,7 +145,8 @@ int engine_apply(struct syncer *s, struct sstore *st, const struct cache_remote 
  * the last one before the writers go (unmount, flush): content a writer
  * still held open is pushed as it was last saved (enum cache_saved). */
 int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen);
-/* Logs msg once per (msg, key, key2) for the life of the mount (st->said). */
+/* True the first time (msg, key, key2) is seen for the life of the mount
+ * (st->said, under st->said_lock): a standing warning is logged once. */
 bool engine_first_time(struct sstore *st, const char *msg, const char *key, const char *key2);
 
 #endif

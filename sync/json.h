@@ -1,7 +1,8 @@
-/* json.h - sync/'s private text helpers: a growable buffer, JSON string
- * encoding with an explicit length (content may hold any UTF-8, NUL bytes
- * included, which cJSON cannot carry), exact decoding of one top-level
- * string member, percent-encoding for URLs, and the error envelope.
+/* json.h - sync/'s private text helpers: exact decoding of one top-level
+ * string member (content may hold any UTF-8, NUL bytes included, which
+ * cJSON cannot carry), percent-encoding for URLs, and the error envelope.
+ * The buffer and the JSON string writer are the base library's (jbuf.h:
+ * jbuf_add_json_str encodes content with an explicit length).
  *
  * Private to sync/: fs/ and cache/ never include it.  It includes no curl or
  * cJSON header, so the unit tests may include it directly. */
@@ -11,32 +12,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A growable, always NUL-terminated byte buffer.  Zero-initialise it
- * ({0}); jbuf_release frees the bytes.  After any append fails with
- * -ENOMEM the buffer stays valid but sticky-failed (oom set), so a caller
- * may append a sequence and check once. */
-struct jbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-};
+#include "jbuf.h"
 
-int jbuf_add(struct jbuf *b, const void *s, size_t n);
-int jbuf_adds(struct jbuf *b, const char *s);
-int jbuf_addf(struct jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Appends s (n bytes) as a JSON string literal, quotes included:
- * '"' and '\\' are escaped, \b \f \n \r \t by name, every other byte below
- * 0x20 (NUL included) and 0x7f as \u00XX; bytes >= 0x80 are copied (the
- * caller guarantees valid UTF-8).  Returns 0 or -ENOMEM. */
-int jbuf_add_json_str(struct jbuf *b, const char *s, size_t n);
 /* Appends s percent-encoded: everything except A-Z a-z 0-9 - . _ ~ becomes
  * %XX.  Safe for a path segment and for a query value. */
 int jbuf_add_pct(struct jbuf *b, const char *s);
-/* Hands the bytes over (caller frees); the buffer is emptied.  NULL if the
- * buffer failed or is empty and unallocated. */
-char *jbuf_steal(struct jbuf *b);
-void jbuf_release(struct jbuf *b);
-
 /* Finds the member `key` of the top-level JSON object in json (len bytes)
  * and decodes its string value exactly, \u0000 and surrogate pairs
  * included.  *out (malloc'd, NUL-terminated, caller frees) and *outlen get

@@ -13,8 +13,7 @@
  *    it as it is instead of taking it for deleted remotely (which would
  *    remove a clean file, or re-create a dirty one under a new id).
  * The result is sorted by path and unique by path and by id.  Runs under
- * the store's cycle_lock (or at mount, before the sync thread starts), the
- * lock that guards st->said. */
+ * the store's cycle_lock (or at mount, before the sync thread starts). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,7 +116,7 @@ static int filter_items(struct sstore *st, struct filter *f)
         if (strcmp(m->path, MEM_MARKER_PATH) == 0) {
             warn_once(st, "the server listed the reserved marker path; skipping", m->id,
                       m->path, NULL);
-        } else if (rules_check_path(m->path, strlen(m->path), &reason) != 0) {
+        } else if (rules_check_local_path(m->path, strlen(m->path), &reason) != 0) {
             warn_once(st, "the server listed a path that cannot be a file; skipping", m->id,
                       m->path, reason);
             rc = hold(f, m->id);

@@ -12,10 +12,11 @@
  *  - one GET a memory (view=full, 32 in flight) for the rest: directories
  *    where little is missing, and whatever a page did not carry (a memory
  *    changed or deleted since, an item that did not pass the checks).
- * Content is stored by its hash (cache_blob_put), so a page's memory the
- * cache already has, or one that changed since, costs nothing wrong: the
- * node still points at the hash it wants, and what is still missing after
- * the pages is fetched one by one.
+ * Content is stored by its hash (cache_blob_put), and only the hashes the
+ * cache lacks are taken from a page (not what it has, nor what
+ * --cache-max-size evicted on purpose): a memory that changed since costs
+ * nothing wrong, and what is still missing after the pages is fetched one
+ * by one.
  *
  * A call takes about max memories (0: all) and says, in
  * st->content_missing and st->backlog, whether any are left for the next
@@ -34,6 +35,7 @@
 #include "engine_int.h"
 
 #define PREFETCH_BATCH 32
+#define MSG_FETCH_FAILED "failed to fetch memory content"
 #define BULK_MIN 20       /* a full page: fewer missing are fetched one by one */
 #define BULK_IN_FLIGHT 8
 
@@ -45,13 +47,24 @@ static bool stopping(struct syncer *s)
     return stop;
 }
 
-/* Stores the memories of one page; the count stored. */
-static size_t keep_page(struct syncer *s, const struct api_list *items)
+static int cmp_sha(const void *a, const void *b)
+{
+    return strcmp(((const struct cache_missing *)a)->sha, ((const struct cache_missing *)b)->sha);
+}
+
+/* Stores the memories of one page whose content the cache wants (want:
+ * the missing content sorted by hash; content evicted on purpose is not
+ * in it); the count stored. */
+static size_t keep_page(struct syncer *s, const struct api_list *items,
+                        const struct cache_missing *want, size_t n_want)
 {
     size_t kept = 0;
     for (size_t i = 0; i < items->n; i++) {
         const struct api_memory *m = &items->items[i];
-        if (m->content && cache_blob_put(s->c, m->sha, m->content, m->content_len) == 0)
+        struct cache_missing key;
+        memcpy(key.sha, m->sha, sizeof(key.sha));
+        if (m->content && bsearch(&key, want, n_want, sizeof(*want), cmp_sha) &&
+            cache_blob_put(s->c, m->sha, m->content, m->content_len) == 0)
             kept++;
     }
     return kept;
@@ -74,6 +87,11 @@ static size_t bulk_groups(struct cache_content_group *g, size_t n)
 static void bulk(struct syncer *s, struct sstore *st, struct cache_content_group *g, size_t n,
                  size_t max, size_t *got)
 {
+    struct cache_missing *want = NULL;
+    size_t n_want = 0;
+    if (cache_missing_content(s->c, st->id, &want, &n_want) != 0)
+        return;
+    qsort(want, n_want, sizeof(*want), cmp_sha);
     struct api_page_req slot[BULK_IN_FLIGHT];
     uint64_t bound[BULK_IN_FLIGHT];
     size_t used = 0, next = 0;
@@ -114,7 +132,7 @@ static void bulk(struct syncer *s, struct sstore *st, struct cache_content_group
                 r->done = true;
                 continue;
             }
-            *got += keep_page(s, &r->items);
+            *got += keep_page(s, &r->items, want, n_want);
             if (r->err)
                 log_debug("listing content failed; fetching it one by one", "memory_store_id",
                           st->id, "path_prefix", r->path_prefix, "error", strerror(-r->err));
@@ -126,6 +144,7 @@ static void bulk(struct syncer *s, struct sstore *st, struct cache_content_group
     }
     for (size_t i = 0; i < BULK_IN_FLIGHT; i++)
         api_page_req_clear(&slot[i]);
+    free(want);
 }
 
 int engine_prefetch(struct syncer *s, int idx, size_t max)
@@ -160,10 +179,23 @@ int engine_prefetch(struct syncer *s, int idx, size_t max)
             int r = f[i].err;
             if (!r)
                 r = engine_keep_fetched(s, &f[i].mem, miss[off + i].sha);
-            if (!r)
+            if (!r) {
                 singles++;
-            else if (r != -ENOENT && r != -ESTALE)
+            } else if (r != -ENOENT && r != -ESTALE) {
                 failed++;
+                /* Each memory said once per mount with its reason: the
+                 * prefetch tries again at every sync. */
+                char why[400];
+                if (f[i].e.status)
+                    snprintf(why, sizeof(why), "HTTP %ld %s%s%s", f[i].e.status,
+                             f[i].e.type[0] ? f[i].e.type : "error",
+                             f[i].e.message[0] ? ": " : "", f[i].e.message);
+                else
+                    snprintf(why, sizeof(why), "%s", strerror(-r));
+                if (engine_first_time(st, MSG_FETCH_FAILED, miss[off + i].memory_id, why))
+                    log_warn(MSG_FETCH_FAILED, "memory_store_id", st->id, "memory_id",
+                             miss[off + i].memory_id, "error", why);
+            }
             api_memory_clear(&f[i].mem);
             api_error_clear(&f[i].e);
         }
@@ -176,11 +208,6 @@ int engine_prefetch(struct syncer *s, int idx, size_t max)
     st->content_missing = failed > 0 || left;
     if (fetched && left)
         st->backlog = true;
-    if (failed) {
-        char nf[32];
-        snprintf(nf, sizeof(nf), "%zu", failed);
-        log_warn("failed to fetch memory content", "memory_store_id", st->id, "failed", nf);
-    }
     if (fetched) {
         char nb[32];
         snprintf(nb, sizeof(nb), "%zu", fetched);

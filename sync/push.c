@@ -149,7 +149,11 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
     struct rec_result res;
     rec_classify(&rw, &res);
     const char *path = j->where ? j->where : j->path ? j->path : "";
-    if (res.msg) {
+    /* A path the server's memories keep in conflict is tried at every
+     * sync: said once per mount for the same file and content. */
+    bool again = res.msg && strcmp(res.msg, REC_MSG_PATH_CONFLICT) == 0 &&
+                 !cycle_first_time(st, res.msg, path, j->sha);
+    if (res.msg && !again) {
         char status[16];
         snprintf(status, sizeof(status), "%ld", w->e.status);
         log_event(res.level, res.msg, "memory_store_id", st->id, "path", path, "status",

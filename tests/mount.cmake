@@ -35,3 +35,10 @@ foreach(area history history_attrs)
   mfs_add_test(test_mount_${area} test_mount_${area}.c test_mount_sync_util.c
                TIMEOUT 300 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)
 endforeach()
+# Bounded and exact (issue 9): the cache stays small, status and the log
+# tell the truth, POSIX details as a local filesystem has them.
+mfs_add_test(test_mount_posix test_mount_posix.c TIMEOUT 300 LABELS mount)
+foreach(area cache status)
+  mfs_add_test(test_mount_${area} test_mount_${area}.c test_mount_sync_util.c
+               TIMEOUT 300 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)
+endforeach()

@@ -127,8 +127,34 @@ Test(cache_write, names_are_checked)
     memset(longname, 'x', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
     cr_expect_eq(cache_create(C, root, longname, false, 1, NULL), -ENAMETOOLONG);
-    longname[1023] = '\0'; /* "/" + 1023 bytes: exactly 1,024 */
+    longname[1023] = '\0'; /* "/" + 1023 bytes: a memory path, but no file name */
+    cr_expect_eq(cache_create(C, root, longname, false, 1, NULL), -ENAMETOOLONG);
+    longname[256] = '\0'; /* one byte past NAME_MAX */
+    cr_expect_eq(cache_create(C, root, longname, false, 1, NULL), -ENAMETOOLONG);
+    cr_expect_eq(cache_create(C, root, longname, true, 1, NULL), -ENAMETOOLONG);
+    cr_expect_eq(cache_rename(C, ino_of("/d"), MEM_MARKER_NAME, root, longname, 0),
+                 -ENAMETOOLONG);
+    longname[255] = '\0'; /* NAME_MAX */
     cr_expect_eq(cache_create(C, root, longname, false, 1, NULL), 0);
+    /* 1,024 bytes in names of at most 255 */
+    char seg[256], path_dir[8];
+    memset(seg, 'y', 250);
+    seg[250] = '\0';
+    uint64_t deep = root;
+    for (int i = 0; i < 3; i++) { /* "/y{250}" x 3 = 753 bytes */
+        struct cnode n;
+        snprintf(path_dir, sizeof(path_dir), "%d", i);
+        seg[0] = path_dir[0];
+        cr_assert_eq(cache_create(C, deep, seg, true, 1, &n), 0, "level %d", i);
+        deep = n.ino;
+        cnode_clear(&n);
+    }
+    char name[300];
+    memset(name, 'z', 270);
+    name[270] = '\0'; /* "/" + 270 bytes would fit the path, but not NAME_MAX */
+    cr_expect_eq(cache_create(C, deep, name, false, 1, NULL), -ENAMETOOLONG);
+    name[255] = '\0';
+    cr_expect_eq(cache_create(C, deep, name, false, 1, NULL), 0, "1,009 bytes in all");
     /* 20 segments for a file; a directory must leave room for one more */
     uint64_t cur = root;
     for (int i = 0; i < 19; i++) {
@@ -178,9 +204,17 @@ Test(cache_write, content_and_efbig)
     cr_assert_eq(cache_getattr(C, a, &n), 0);
     cr_expect_eq(n.state, CNODE_DIRTY);
     cnode_clear(&n);
-    cr_assert_eq(cache_set_mtime(C, a, 12345), 0);
+    int64_t m = 12345, t = 2208988800LL * 1000000000LL; /* 2040-01-01 */
+    cr_assert_eq(cache_set_times(C, a, NULL, &m), 0);
     cr_assert_eq(cache_getattr(C, a, &n), 0);
     cr_expect_eq(n.mtime_ns, 12345);
+    int64_t atime_before = n.atime_ns;
+    cnode_clear(&n);
+    cr_assert_eq(cache_set_times(C, a, &t, NULL), 0);
+    cr_assert_eq(cache_getattr(C, a, &n), 0);
+    cr_expect_eq(n.mtime_ns, 12345, "setting the atime left the mtime alone");
+    cr_expect_eq(n.atime_ns, t, "the atime is stored apart from the mtime");
+    cr_expect_neq(atime_before, t);
     cnode_clear(&n);
 }
 
@@ -394,7 +428,8 @@ Test(cache_write, read_only_store_refuses_everything)
     cr_expect_eq(cache_create(C, ro_root, "x", false, 1, NULL), -EROFS);
     cr_expect_eq(cache_create(C, ro_root, "x", true, 1, NULL), -EROFS);
     cr_expect_eq(cache_set_content(C, a, "x", 1, 1, NULL), -EROFS);
-    cr_expect_eq(cache_set_mtime(C, a, 1), -EROFS);
+    int64_t one = 1;
+    cr_expect_eq(cache_set_times(C, a, &one, &one), -EROFS);
     cr_expect_eq(cache_mark_dirty(C, a), -EROFS);
     cr_expect_eq(cache_rename(C, ro_root, "a.md", ro_root, "b.md", 0), -EROFS);
     cr_expect_eq(cache_unlink(C, ro_root, "a.md", false, NULL), -EROFS);

@@ -211,6 +211,27 @@ static int int_field(struct reply *rp, const cJSON *body, const char *key, long 
     return 0;
 }
 
+/* A hex string's bytes, NUL-terminated (malloc'd); NULL when it is not
+ * pairs of hex digits, or holds a 00 byte. */
+static char *hex_bytes(const cJSON *v)
+{
+    const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
+    size_t n = s ? strlen(s) : 1;
+    char *out = n % 2 ? NULL : malloc(n / 2 + 1);
+    for (size_t i = 0; out && i < n / 2; i++) {
+        unsigned x;
+        if (sscanf(s + 2 * i, "%2x", &x) != 1 || !x || !strchr("0123456789abcdefABCDEF", s[2 * i]) ||
+            !strchr("0123456789abcdefABCDEF", s[2 * i + 1])) {
+            free(out);
+            return NULL;
+        }
+        out[i] = (char)x;
+    }
+    if (out)
+        out[n / 2] = '\0';
+    return out;
+}
+
 static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
 {
     cJSON *body = NULL;
@@ -249,13 +270,21 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
     } else if (strcmp(action, "reply") == 0) {
         ft.hit.action = FAULT_REPLY;
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(body, "body");
-        if (!b) {
-            reply_invalid(rp, "a reply fault needs body (any JSON value)");
+        const cJSON *hex = cJSON_GetObjectItemCaseSensitive(body, "body_hex");
+        if (!b && !hex) {
+            reply_invalid(rp, "a reply fault needs body (any JSON value) or body_hex");
             goto out;
         }
         if (!status)
             status = 200;
-        if (!(ft.hit.body = cJSON_PrintUnformatted(b))) {
+        if (hex) {
+            /* Bytes no JSON request can carry (not UTF-8): what a broken or
+             * hostile server may answer. */
+            if (!(ft.hit.body = hex_bytes(hex))) {
+                reply_invalid(rp, "body_hex must be an even number of hex digits, no 00 byte");
+                goto out;
+            }
+        } else if (!(ft.hit.body = cJSON_PrintUnformatted(b))) {
             reply_errno(rp, -ENOMEM);
             goto out;
         }

@@ -1,0 +1,197 @@
+/* content.c - a file's content and times: new content from an open
+ * file's buffer (or a truncate by path), the saved/held marks of the
+ * content a writer finished, the early dirty mark, and utimensat.  Each
+ * public function is one transaction (or one statement) under c->lock.
+ *
+ * Transitions (the state model is in the top comment of cache/write.c):
+ *  cache_set_content  blob + sha + size + mtime; state = clean if the file
+ *                     is back to its baseline (same memory, sha, path), else
+ *                     dirty.  Over 102,400 bytes: -EFBIG, nothing changes.
+ *                     The content it replaces is freed in the same
+ *                     transaction when nothing else needs it (cache/gc.c).
+ *  cache_set_content_if  the same for bytes edited from a known content;
+ *                     when the node moved meanwhile (a sync brought the
+ *                     store's version), the bytes become a conflict record.
+ *  cache_mark_saved   held -> saved (the last writer closed or fsynced).
+ *  cache_mark_dirty   clean -> dirty before buffered content lands.
+ *  cache_set_times    atime and/or mtime (utimensat, touch); ctime = now.
+ * Read-only stores: -EROFS from every function here. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db_internal.h"
+#include "log.h"
+#include "rules.h"
+
+static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
+}
+
+struct content_args {
+    uint64_t ino;
+    const char *buf;
+    size_t len;
+    int64_t mtime;
+    char *sha;
+    const char *expect; /* the hash the bytes were edited from, or NULL */
+    bool held;          /* a writer still has the file open */
+    bool kept;          /* out: the node had moved; kept as a conflict */
+};
+
+/* The node moved under an open buffer (a sync pulled the store's version
+ * over it, or removed it): the store wins, and the buffer's bytes are kept
+ * as a conflict record instead of overwriting the store's version. */
+static int keep_as_conflict(struct cache *c, const char *store, const struct cnode *n,
+                            const char *sha, int kind)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "INSERT INTO conflicts(store, path, memory_id, local_sha, remote_sha,"
+                           " at, kind) VALUES (?, ?, NULLIF(?, ''), ?, NULLIF(?, ''), ?, ?)", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, n->path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, n->memory_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 4, sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 5, n->sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 6, db_now_ns());
+    sqlite3_bind_int(st, 7, kind);
+    return step_done(c, st, "keep conflict");
+}
+
+static int content_tx(struct cache *c, void *arg)
+{
+    struct content_args *a = arg;
+    struct cnode n = {0};
+    char store[CACHE_ID_MAX] = "";
+    int rc = db_writable_store(c, a->ino, store, NULL);
+    if (!rc)
+        rc = db_get_node(c, a->ino, &n);
+    if (!rc && n.is_dir)
+        rc = -EISDIR;
+    bool moved = !rc && a->expect && strcmp(n.sha, a->expect) != 0;
+    sqlite3_stmt *st;
+    if (!rc)
+        rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
+    if (rc) {
+        cnode_clear(&n);
+        return rc;
+    }
+    sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_blob(st, 2, a->len ? a->buf : "", (int)a->len, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    db_done(st);
+    rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "put content");
+    if (!rc && moved) {
+        rc = keep_as_conflict(c, store, &n, a->sha, CACHE_CONFLICT_STORE_WON);
+        a->kept = !rc;
+        cnode_clear(&n);
+        return rc; /* committed: the record stays, the node is left alone */
+    }
+    cnode_clear(&n);
+    if (rc)
+        return rc;
+    rc = db_cached(c, DB_ST_SET_CONTENT,
+                   "UPDATE nodes SET sha = ?1, size = ?2, mtime = ?3, ctime = ?4, unsaved = ?6,"
+                   " state = CASE WHEN memory_id IS NOT NULL AND ?1 IS base_sha"
+                   " AND path IS base_path THEN 0 ELSE 1 END WHERE ino = ?5", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)a->len);
+    sqlite3_bind_int64(st, 3, a->mtime);
+    sqlite3_bind_int64(st, 4, db_now_ns());
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)a->ino);
+    sqlite3_bind_int(st, 6, a->held ? CACHE_HELD : CACHE_SAVED);
+    rc = sqlite3_step(st);
+    db_done(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "set content");
+}
+
+int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                      int64_t mtime_ns, char sha_out[SHA256_HEX_LEN + 1])
+{
+    return cache_set_content_if(c, ino, buf, len, mtime_ns, NULL, false, sha_out);
+}
+
+int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                         int64_t mtime_ns, const char *expect_sha, bool held,
+                         char sha_out[SHA256_HEX_LEN + 1])
+{
+    if (len > MEM_CONTENT_MAX_BYTES)
+        return -EFBIG;
+    char sha[SHA256_HEX_LEN + 1];
+    sha256_hex(buf, len, sha); /* outside the lock: hashing needs no database */
+    struct content_args a = {ino, buf, len, mtime_ns, sha, expect_sha, held, false};
+    int rc = db_in_tx(c, content_tx, &a);
+    if (!rc && a.kept)
+        return -ESTALE;
+    if (!rc && sha_out)
+        memcpy(sha_out, sha, sizeof(sha));
+    return rc;
+}
+
+/* One UPDATE of a node of a writable store, bound (?1 value, ?2 now, ?3 ino). */
+static int update_one(struct cache *c, uint64_t ino, const char *sql, int64_t value)
+{
+    db_lock(c);
+    int rc = db_writable_store(c, ino, NULL, NULL);
+    sqlite3_stmt *st;
+    if (!rc)
+        rc = db_prepare(c, sql, &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, value);
+        sqlite3_bind_int64(st, 2, db_now_ns());
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)ino);
+        rc = step_done(c, st, "update node");
+    }
+    db_unlock(c);
+    return rc;
+}
+
+int cache_set_times(struct cache *c, uint64_t ino, const int64_t *atime_ns,
+                    const int64_t *mtime_ns)
+{
+    db_lock(c);
+    int rc = db_writable_store(c, ino, NULL, NULL);
+    sqlite3_stmt *st;
+    if (!rc)
+        rc = db_prepare(c, "UPDATE nodes SET atime = CASE WHEN ?1 THEN ?2 ELSE atime END,"
+                           " mtime = CASE WHEN ?3 THEN ?4 ELSE mtime END, ctime = ?5"
+                           " WHERE ino = ?6", &st);
+    if (!rc) {
+        sqlite3_bind_int(st, 1, atime_ns != NULL);
+        sqlite3_bind_int64(st, 2, atime_ns ? *atime_ns : 0);
+        sqlite3_bind_int(st, 3, mtime_ns != NULL);
+        sqlite3_bind_int64(st, 4, mtime_ns ? *mtime_ns : 0);
+        sqlite3_bind_int64(st, 5, db_now_ns());
+        sqlite3_bind_int64(st, 6, (sqlite3_int64)ino);
+        rc = step_done(c, st, "set times");
+    }
+    db_unlock(c);
+    return rc;
+}
+
+int cache_mark_saved(struct cache *c, uint64_t ino)
+{
+    db_lock(c);
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "UPDATE nodes SET unsaved = 0 WHERE ino = ? AND unsaved = 2", &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+        rc = step_done(c, st, "mark saved");
+    }
+    db_unlock(c);
+    return rc;
+}
+
+int cache_mark_dirty(struct cache *c, uint64_t ino)
+{
+    return update_one(c, ino, "UPDATE nodes SET state = ?1, ctime = ?2 WHERE ino = ?3"
+                              " AND is_dir = 0 AND state = 0", CNODE_DIRTY);
+}

@@ -1,0 +1,355 @@
+/* gc.c - keeping the cache bounded: content nothing needs is freed, the
+ * database gives the space back, conflict records are pruned by policy,
+ * and --cache-max-size evicts clean content the store can give again.
+ *
+ * What keeps a blob: a node's content (nodes.sha: a live file, or an
+ * unlinked one the kernel may still read), a node's baseline
+ * (nodes.base_sha: the store's version a file reverts to when the store
+ * wins), a conflict record (conflicts.local_sha) and an upload in flight
+ * (sent.sha: it becomes the file's baseline when its answer comes).
+ *
+ * Freeing: triggers (db.c, schema_gc) delete a blob in the transaction
+ * that drops its last reference (a node's content or baseline replaced, a
+ * node, conflict record or upload record deleted), so rewriting a file
+ * 10,000 times keeps one copy, not 10,000.  A blob stored before anything
+ * refers to it (bytes fetched for a memory that changed again since it
+ * was listed) is dropped by the collector (cache_gc_blobs) if the next
+ * listing does not claim it.  Freed pages are reused by later writes and
+ * returned to the file system by the incremental vacuum that
+ * cache_housekeep runs; a database made before that is converted by one
+ * VACUUM at cache_open (db_reclaim).
+ *
+ * Eviction (cache_housekeep with max_bytes): while the content held is
+ * over the limit, the content of clean files (synced, not dirty, not
+ * refused, not a new file, not open here, referenced by nothing else) is
+ * dropped, least recently opened first.  The node keeps its hash and
+ * records it in `evicted`: the prefetch leaves it alone, and an open
+ * downloads it again (fs/ops.c ops_load -> syncer_fetch).  Dirty content,
+ * baselines of dirty files, conflict records and uploads in flight are
+ * never evicted.
+ *
+ * Every function takes c->lock for its whole duration. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "db_internal.h"
+#include "log.h"
+
+/* How often `used` is refreshed by an open: an hour is fine for an order. */
+#define USED_GRANULARITY_NS (3600LL * 1000000000LL)
+
+/* A clean file whose content the store can give again (alias n). */
+#define CLEAN_FILE(n)                                                                              \
+    "(" n ".is_dir = 0 AND " n ".unlinked = 0 AND " n ".parent IS NOT NULL AND " n ".state = 0"  \
+    " AND " n ".unsaved = 0 AND " n ".memory_id IS NOT NULL AND " n ".sha IS " n ".base_sha)"
+
+static int gc_blobs_locked(struct cache *c, uint64_t *freed)
+{
+    int rc = db_exec(c, "DELETE FROM blobs WHERE " DB_BLOB_UNNEEDED);
+    if (!rc && freed)
+        *freed += (uint64_t)sqlite3_changes(c->db);
+    return rc;
+}
+
+int cache_gc_blobs(struct cache *c)
+{
+    db_lock(c);
+    int rc = gc_blobs_locked(c, NULL);
+    db_unlock(c);
+    return rc;
+}
+
+static int pragma_int(struct cache *c, const char *sql, int64_t *v)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, sql, &st);
+    if (rc)
+        return rc;
+    rc = sqlite3_step(st);
+    *v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(c, rc, sql);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Gives free pages back; the WAL is checkpointed and cut when nobody else
+ * reads it (never waiting: another process may be reading). */
+static void give_back(struct cache *c)
+{
+    sqlite3_exec(c->db, "PRAGMA incremental_vacuum", NULL, NULL, NULL);
+    sqlite3_busy_timeout(c->db, 0);
+    sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    sqlite3_busy_timeout(c->db, 10000);
+}
+
+int cache_trim_log(struct cache *c)
+{
+    db_lock(c);
+    sqlite3_busy_timeout(c->db, 0);
+    int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    sqlite3_busy_timeout(c->db, 10000);
+    db_unlock(c);
+    return rc == SQLITE_OK ? 0 : rc == SQLITE_BUSY ? -EBUSY : db_errno(rc);
+}
+
+int db_reclaim(struct cache *c)
+{
+    db_lock(c);
+    int64_t mode = 0;
+    uint64_t freed = 0;
+    int rc = gc_blobs_locked(c, &freed);
+    if (!rc)
+        rc = pragma_int(c, "PRAGMA auto_vacuum", &mode);
+    if (!rc && mode != 2) {
+        /* Made by an older build: one VACUUM turns incremental vacuum on
+         * (the connection asked for it) and drops the free pages.  Another
+         * process using the cache may hold it up: then next time. */
+        char *err = NULL;
+        if (sqlite3_exec(c->db, "VACUUM", NULL, NULL, &err) == SQLITE_OK)
+            log_info("cache database compacted", "dir", c->dir);
+        else
+            log_debug("cache database not compacted yet", "dir", c->dir, "error",
+                      err ? err : "?");
+        sqlite3_free(err);
+    }
+    if (!rc)
+        give_back(c);
+    db_unlock(c);
+    if (freed) {
+        char n[32];
+        snprintf(n, sizeof(n), "%llu", (unsigned long long)freed);
+        log_info("freed cached content nothing refers to", "dir", c->dir, "blobs", n);
+    }
+    return rc;
+}
+
+static uint64_t file_size(const char *dir, const char *name)
+{
+    char path[4200];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+static int content_bytes(struct cache *c, uint64_t *bytes, uint64_t *blobs)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "SELECT COALESCE(SUM(length(data)), 0), count(*) FROM blobs", &st);
+    if (rc)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *bytes = (uint64_t)sqlite3_column_int64(st, 0);
+        if (blobs)
+            *blobs = (uint64_t)sqlite3_column_int64(st, 1);
+        rc = 0;
+    } else {
+        rc = db_fail(c, rc, "content size");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int cache_usage(struct cache *c, struct cache_usage *u)
+{
+    memset(u, 0, sizeof(*u));
+    db_lock(c);
+    int rc = content_bytes(c, &u->content_bytes, &u->blobs);
+    int64_t v = 0;
+    if (!rc)
+        rc = pragma_int(c, "SELECT count(*) FROM nodes WHERE evicted IS sha AND unlinked = 0"
+                           " AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)", &v);
+    u->evicted_files = (uint64_t)v;
+    u->db_bytes = file_size(c->dir, "cache.db");
+    u->wal_bytes = file_size(c->dir, "cache.db-wal");
+    db_unlock(c);
+    return rc;
+}
+
+int cache_mark_used(struct cache *c, uint64_t ino, int64_t now_ns)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "UPDATE nodes SET used = ?2 WHERE ino = ?1 AND COALESCE(used, 0) < ?3",
+                        &st);
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+        sqlite3_bind_int64(st, 2, now_ns);
+        sqlite3_bind_int64(st, 3, now_ns - USED_GRANULARITY_NS);
+        rc = sqlite3_step(st);
+        rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "mark used");
+        sqlite3_finalize(st);
+    }
+    db_unlock(c);
+    return rc;
+}
+
+/* Conflict records past the policy: older than max_age, or beyond the
+ * `keep` newest of their store. */
+static int prune_conflicts(struct cache *c, const struct cache_policy *p, int64_t now,
+                           uint64_t *pruned)
+{
+    sqlite3_stmt *st;
+    int rc = 0;
+    if (p->conflicts_max_age_ns > 0) {
+        rc = db_prepare(c, "DELETE FROM conflicts WHERE at < ?", &st);
+        if (rc)
+            return rc;
+        sqlite3_bind_int64(st, 1, now - p->conflicts_max_age_ns);
+        rc = sqlite3_step(st);
+        rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "prune old conflicts");
+        sqlite3_finalize(st);
+        if (!rc)
+            *pruned += (uint64_t)sqlite3_changes(c->db);
+    }
+    if (!rc && p->conflicts_keep > 0) {
+        rc = db_prepare(c, "DELETE FROM conflicts WHERE id IN (SELECT k.id FROM conflicts k"
+                           " WHERE (SELECT count(*) FROM conflicts j WHERE j.store = k.store"
+                           " AND j.id > k.id) >= ?)", &st);
+        if (rc)
+            return rc;
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)p->conflicts_keep);
+        rc = sqlite3_step(st);
+        rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "prune conflicts");
+        sqlite3_finalize(st);
+        if (!rc)
+            *pruned += (uint64_t)sqlite3_changes(c->db);
+    }
+    return rc;
+}
+
+struct victim {
+    char sha[SHA256_HEX_LEN + 1];
+    uint64_t len;
+};
+
+static int fill_victim(sqlite3_stmt *st, void *item)
+{
+    struct victim *v = item;
+    snprintf(v->sha, sizeof(v->sha), "%s", (const char *)sqlite3_column_text(st, 0));
+    v->len = (uint64_t)sqlite3_column_int64(st, 1);
+    return 0;
+}
+
+/* True when a node holding sha is open here (busy says so). */
+static bool in_use(struct cache *c, const char *sha, cache_busy_fn busy, void *arg)
+{
+    if (!busy)
+        return false;
+    sqlite3_stmt *st;
+    if (db_prepare(c, "SELECT ino FROM nodes WHERE sha = ?", &st))
+        return true;
+    sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
+    bool used = false;
+    while (!used && sqlite3_step(st) == SQLITE_ROW)
+        used = busy(arg, (uint64_t)sqlite3_column_int64(st, 0));
+    sqlite3_finalize(st);
+    return used;
+}
+
+/* Drops clean content, least recently opened first, until the content
+ * held is at most max bytes (or nothing more may go). */
+static int evict(struct cache *c, uint64_t max, cache_busy_fn busy, void *arg,
+                 struct cache_gc_report *r)
+{
+    uint64_t total = 0;
+    int rc = content_bytes(c, &total, NULL);
+    if (rc || total <= max)
+        return rc;
+    sqlite3_stmt *st;
+    rc = db_prepare(c, "SELECT b.sha, length(b.data), MAX(COALESCE(n.used, 0)) AS u,"
+                       " MAX(n.mtime) AS m FROM blobs b JOIN nodes n ON n.sha = b.sha"
+                       " WHERE " CLEAN_FILE("n") " AND length(b.data) > 0 GROUP BY b.sha"
+                       " HAVING NOT EXISTS (SELECT 1 FROM nodes o WHERE (o.sha = b.sha"
+                       "   OR o.base_sha = b.sha) AND NOT " CLEAN_FILE("o") ")"
+                       " AND NOT EXISTS (SELECT 1 FROM conflicts k WHERE k.local_sha = b.sha)"
+                       " AND NOT EXISTS (SELECT 1 FROM sent x WHERE x.sha = b.sha)"
+                       " ORDER BY u, m", &st);
+    if (rc)
+        return rc;
+    void *items = NULL;
+    size_t n = 0;
+    rc = db_collect(c, st, sizeof(struct victim), &items, &n, fill_victim, "eviction");
+    struct victim *v = items;
+    sqlite3_stmt *del = NULL, *mark = NULL;
+    if (!rc)
+        rc = db_prepare(c, "DELETE FROM blobs WHERE sha = ?", &del);
+    if (!rc)
+        rc = db_prepare(c, "UPDATE nodes SET evicted = ?1 WHERE sha = ?1", &mark);
+    for (size_t i = 0; !rc && i < n && total > max; i++) {
+        if (in_use(c, v[i].sha, busy, arg))
+            continue;
+        sqlite3_reset(del);
+        sqlite3_bind_text(del, 1, v[i].sha, -1, SQLITE_TRANSIENT);
+        sqlite3_reset(mark);
+        sqlite3_bind_text(mark, 1, v[i].sha, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(del) != SQLITE_DONE || sqlite3_step(mark) != SQLITE_DONE) {
+            rc = db_fail(c, SQLITE_ERROR, "evict content");
+            break;
+        }
+        total -= v[i].len < total ? v[i].len : total;
+        r->evicted++;
+        r->evicted_bytes += v[i].len;
+    }
+    sqlite3_finalize(del);
+    sqlite3_finalize(mark);
+    free(items);
+    r->over_limit = total > max;
+    return rc;
+}
+
+int cache_housekeep(struct cache *c, const struct cache_policy *p, cache_busy_fn busy, void *arg,
+                    struct cache_gc_report *r)
+{
+    struct cache_gc_report local;
+    if (!r)
+        r = &local;
+    memset(r, 0, sizeof(*r));
+    db_lock(c);
+    int rc = db_begin(c);
+    if (!rc)
+        rc = prune_conflicts(c, p, db_now_ns(), &r->conflicts_pruned);
+    if (!rc)
+        rc = gc_blobs_locked(c, &r->blobs_freed);
+    if (!rc && p->max_bytes)
+        rc = evict(c, p->max_bytes, busy, arg, r);
+    if (!rc)
+        rc = db_commit(c);
+    if (rc)
+        db_rollback(c);
+    else
+        give_back(c);
+    db_unlock(c);
+    return rc;
+}
+
+int cache_conflicts_drop(struct cache *c, int64_t id, int64_t before_ns, uint64_t *dropped)
+{
+    sqlite3_stmt *st;
+    if (dropped)
+        *dropped = 0;
+    db_lock(c);
+    int rc = db_prepare(c, id > 0 ? "DELETE FROM conflicts WHERE id = ?1"
+                                  : "DELETE FROM conflicts WHERE at < ?2", &st);
+    if (!rc) {
+        if (id > 0)
+            sqlite3_bind_int64(st, 1, id);
+        else
+            sqlite3_bind_int64(st, 2, before_ns);
+        rc = sqlite3_step(st);
+        rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "drop conflicts");
+        sqlite3_finalize(st);
+    }
+    uint64_t n = rc ? 0 : (uint64_t)sqlite3_changes(c->db);
+    if (!rc && id > 0 && n == 0)
+        rc = -ENOENT;
+    if (!rc)
+        give_back(c);
+    db_unlock(c);
+    if (dropped)
+        *dropped = n;
+    return rc;
+}

@@ -1,0 +1,221 @@
+/* test_mount_cache.c - the cache of a mount stays bounded: a file written
+ * thousands of times keeps one copy (and status reports the cache's size),
+ * --cache-max-size evicts clean content that an open fetches again and
+ * never an unpushed edit, and `memstorefs conflicts drop` removes conflict
+ * records and their content.  Before issue 9 the appends left thousands of
+ * copies (tens of MB), status had no size, there was no eviction and no
+ * way to remove a conflict record. */
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+#define FETCH_ROUTE "GET /v1/memory_stores/{id}/memories/{id}"
+
+static const char *const seed[] = {"/a.md", "alpha\n", NULL};
+
+static void setup(void)
+{
+    sy_start(seed);
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_cache, .init = setup, .fini = teardown, .timeout = 200);
+
+static cJSON *status_json(void)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS status --json"), 0, "%s", out);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert_not_null(j, "not JSON: %s", out);
+    free(out);
+    return j;
+}
+
+static double num(const cJSON *j, const char *obj, const char *key)
+{
+    const cJSON *o = obj ? cJSON_GetObjectItem(j, obj) : j;
+    const cJSON *v = cJSON_GetObjectItem(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* Bytes of CACHE/cache.db and its WAL on disk. */
+static long long disk_bytes(void)
+{
+    long long n = 0;
+    const char *files[] = {"cache.db", "cache.db-wal"};
+    for (int i = 0; i < 2; i++) {
+        char p[400];
+        struct stat sb;
+        snprintf(p, sizeof(p), "%s/%s", E.cache, files[i]);
+        if (stat(p, &sb) == 0)
+            n += sb.st_size;
+    }
+    return n;
+}
+
+Test(mount_cache, a_file_appended_to_thousands_of_times_keeps_one_copy)
+{
+    sy_mount(false, "");
+    /* 3,000 appends: ~30 KB at the end, ~45 MB if every version stayed */
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "i=0; while [ $i -lt 3000 ]; do echo \"line $i\" >> log.md; "
+                              "i=$((i+1)); done; wc -l < log.md"), 0, "%s", out);
+    cr_expect_str_eq(out, "3000\n");
+    free(out);
+    long long disk = 0;
+    cJSON *j = NULL;
+    /* the collector runs every interval: by then the log is trimmed too */
+    for (int i = 0; i < WITHIN * 4; i++) {
+        cJSON_Delete(j);
+        j = status_json();
+        disk = disk_bytes();
+        if (disk < 1024 * 1024 && num(j, "cache", "disk_bytes") >= 0 &&
+            num(j, "cache", "disk_bytes") < 1024 * 1024)
+            break;
+        usleep(250 * 1000);
+    }
+    cr_expect_lt(disk, 1024 * 1024, "the cache takes %lld bytes on disk", disk);
+    double content = num(j, "cache", "content_bytes");
+    cr_expect(content > 28000 && content < 200 * 1024, "content held: %.0f bytes", content);
+    cr_expect(num(j, "cache", "disk_bytes") > 0 && num(j, "cache", "disk_bytes") < 1024 * 1024,
+              "status says %.0f bytes on disk", num(j, "cache", "disk_bytes"));
+    cJSON_Delete(j);
+    char *text = NULL;
+    cr_assert_eq(mnt_sh(&E, &text, "$MFS status"), 0);
+    cr_expect(strstr(text, "  cache           ") && strstr(text, "KiB on disk"), "%s", text);
+    free(text);
+    /* nothing is lost: the mount and the store hold the last version */
+    cr_assert(sy_wait_clean(2 * WITHIN));
+    char *c = sy_content("/log.md");
+    cr_expect(c && strlen(c) > 28000 && strstr(c, "line 2999\n"), "the store's copy is wrong");
+    free(c);
+}
+
+Test(mount_cache, the_size_limit_evicts_clean_content_only)
+{
+    /* five 20 KB memories; the limit holds about two of them */
+    static char body[20001];
+    for (int i = 0; i < 5; i++) {
+        memset(body, 'a' + i, 20000);
+        char path[32];
+        snprintf(path, sizeof(path), "/m%d.md", i);
+        char *id = t_create_memory(&E.msd, store, path, body);
+        cr_assert_not_null(id);
+        free(id);
+    }
+    sy_mount(false, "--cache-max-size 45K");
+    /* an unpushed edit (the server refuses writes for now) is never evicted */
+    mnt_hold_writes(&E);
+    cr_assert_eq(sy_run(NULL, "head -c 30000 /dev/zero | tr '\\0' z > m0.md"), 0);
+    cJSON *j = NULL;
+    bool evicted = false;
+    for (int i = 0; i < WITHIN * 4 && !evicted; i++) {
+        cJSON_Delete(j);
+        j = status_json();
+        evicted = num(j, NULL, "content_evicted") >= 3;
+        if (!evicted)
+            usleep(250 * 1000);
+    }
+    cr_assert(evicted, "nothing was evicted: %s", cJSON_PrintUnformatted(j));
+    cr_expect_leq(num(j, "cache", "content_bytes"), 45 * 1024 + 30000,
+                  "content held past the limit: %.0f", num(j, "cache", "content_bytes"));
+    cr_expect_eq(num(j, NULL, "content_missing"), 0, "evicted content is being fetched again");
+    cJSON_Delete(j);
+    char *dirty = mnt_q(&E, "SELECT count(*) FROM nodes n JOIN blobs b ON b.sha = n.sha"
+                            " WHERE n.path = '/m0.md' AND n.state = 1 AND n.unlinked = 0");
+    cr_expect_str_eq(dirty, "1", "the unpushed edit lost its content");
+    free(dirty);
+    /* an open fetches evicted content again, byte for byte */
+    long before = t_route_count(&E.msd, FETCH_ROUTE);
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "for f in m1 m2 m3 m4; do tr -d \"$(head -c 1 $f.md)\" < $f.md | "
+                              "wc -c; wc -c < $f.md; done; head -c 1 m0.md; echo"), 0, "%s", out);
+    cr_expect_str_eq(out, "0\n20000\n0\n20000\n0\n20000\n0\n20000\nz\n");
+    free(out);
+    cr_expect_gt(t_route_count(&E.msd, FETCH_ROUTE), before, "nothing was downloaded again");
+    char *text = NULL;
+    cr_assert_eq(mnt_sh(&E, &text, "$MFS status"), 0);
+    cr_expect(strstr(text, "--cache-max-size 45 KiB"), "%s", text);
+    free(text);
+}
+
+/* Conflict records written straight into CACHE/cache.db (no daemon runs). */
+static void add_records(int n)
+{
+    char db[400];
+    snprintf(db, sizeof(db), "%s/cache.db", E.cache);
+    sqlite3 *s;
+    cr_assert_eq(sqlite3_open(db, &s), SQLITE_OK);
+    sqlite3_busy_timeout(s, 5000);
+    for (int i = 0; i < n; i++) {
+        char *sql = sqlite3_mprintf(
+            "INSERT OR IGNORE INTO blobs(sha, data) VALUES ('lost%d', 'lost version %d');"
+            "INSERT INTO conflicts(store, path, memory_id, local_sha, remote_sha, at, kind)"
+            " VALUES ('%q', '/a.md', NULL, 'lost%d', NULL, %lld, 0);", i, i, store, i,
+            (long long)(i < 2 ? 1000000000LL : (long long)time(NULL) * 1000000000LL));
+        char *err = NULL;
+        cr_assert_eq(sqlite3_exec(s, sql, NULL, NULL, &err), SQLITE_OK, "%s", err);
+        sqlite3_free(sql);
+    }
+    sqlite3_close(s);
+}
+
+static int records(void)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS conflicts --json --cache-dir \"$CACHE\" | wc -l"), 0);
+    int n = atoi(out);
+    free(out);
+    return n;
+}
+
+Test(mount_cache, conflict_records_are_dropped_by_hand)
+{
+    sy_mount(false, "");
+    cr_assert_eq(mnt_sh(&E, NULL, "$MFS unmount --all"), 0);
+    add_records(5);
+    cr_assert_eq(records(), 5);
+    char *out = NULL;
+    /* two are from 1970: older than a day */
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts drop --older-than 1 --cache-dir \"$CACHE\""),
+                 0, "%s", out);
+    cr_expect_str_eq(out, "dropped 2 conflict records\n");
+    free(out);
+    char *id = mnt_q(&E, "SELECT max(id) FROM conflicts");
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts drop %s --cache-dir \"$CACHE\"", id), 0, "%s",
+                 out);
+    cr_expect_str_eq(out, "dropped 1 conflict record\n");
+    free(out);
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts drop %s --cache-dir \"$CACHE\"", id), 1);
+    cr_expect(strstr(out, "no conflict"), "%s", out);
+    free(out);
+    free(id);
+    cr_expect_eq(records(), 2);
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts drop --all --cache-dir \"$CACHE\""), 0, "%s",
+                 out);
+    cr_expect_str_eq(out, "dropped 2 conflict records\n");
+    free(out);
+    cr_expect_eq(records(), 0);
+    char *left = mnt_q(&E, "SELECT count(*) FROM blobs WHERE sha LIKE 'lost%%'");
+    cr_expect_str_eq(left, "0", "the content of dropped records stays in the cache");
+    free(left);
+    /* bad usage is refused and changes nothing */
+    const char *bad[] = {"drop", "drop --all 3", "drop --older-than x", "drop 0",
+                         "drop --all --older-than 2", "show --all"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rc = mnt_sh(&E, &out, "$MFS conflicts %s --cache-dir \"$CACHE\"", bad[i]);
+        cr_expect_eq(rc, 2, "`conflicts %s`: %d %s", bad[i], rc, out);
+        free(out);
+    }
+}

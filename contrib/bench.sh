@@ -180,9 +180,25 @@ bench_mfs() { # MFS TAG
   LAT[$t]=$LAT_S; LATREQ[$t]=$LAT_REQ
 }
 
+# The rows the user.memstore.* attributes cost most, again with --no-xattrs
+# (the kernel then stops asking the daemon for attributes).
+bench_noxattr() { # MFS TAG
+  local mfs=$1 t=$2 mnt=$W/mnt-nx-$RANDOM cache=$W/cache-nx-$RANDOM
+  "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 --no-xattrs \
+    >/dev/null 2>&1 || return 0
+  list_files "$mnt" "$t"
+  w_read "$mnt" "$t" >/dev/null
+  w_ls "$mnt" "$t" >/dev/null
+  R_create[$t]=$(run3 create "$mnt" "$t")
+  R_overwrite[$t]=$(run3 overwrite "$mnt" "$t")
+  R_ls[$t]=$(run3 ls "$mnt" "$t")
+  "$mfs" unmount --all >/dev/null 2>&1 || true
+}
+
 workloads "$TMPFS" tmpfs
 [ -n "$PT" ] && workloads "$PT" pt
 bench_mfs "$MFS" mfs
+bench_noxattr "$MFS" nx
 [ -n "${BASELINE:-}" ] && bench_mfs "$BASELINE" base
 
 rate() { py "import sys; print(f'{float(sys.argv[2]) / float(sys.argv[1]):.0f}')" "$1" "$2"; }
@@ -208,7 +224,14 @@ row "sed -i on 200 files" R_sed
 row "open/read/close every file, warm" R_read
 row "ls -lR, warm" R_ls
 row "cat of every file, warm" R_cat
+if [ -n "${R_create[nx]:-}" ]; then
+  nxrow() { printf '%-36s' "$1"; col "$2" nx; printf '\n'; }
+  nxrow "create 1,000 x 4 KiB, --no-xattrs" R_create
+  nxrow "overwrite 1,000, --no-xattrs" R_overwrite
+  nxrow "ls -lR, warm, --no-xattrs" R_ls
+fi
 printf '%-36s %10s' "creates/s: memstorefs" "$(rate "${R_create[mfs]}" 1000)"
+[ -n "${R_create[nx]:-}" ] && printf '   --no-xattrs %s' "$(rate "${R_create[nx]}" 1000)"
 [ -n "${BASELINE:-}" ] && printf ' %10s' "$(rate "${R_create[base]}" 1000)"
 printf '\n%-36s %10s   passthrough_ll %s\n' "creates/s: tmpfs" "$(rate "${R_create[tmpfs]}" 1000)" \
   "$([ -n "$PT" ] && rate "${R_create[pt]}" 1000 || echo n/a)"

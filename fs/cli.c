@@ -233,7 +233,7 @@ static int parse_uid(const char *s, uid_t *out)
 int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
 {
     enum { O_SESSION = 256, O_STORE, O_INTERVAL, O_FLUSH, O_DELETIONS, O_CACHE, O_UID, O_GID,
-           O_LEVEL, O_LOGFILE, O_CRED, O_RESYNC, O_RPM, O_UMASK, O_MAXSIZE, O_CKEEP, O_CAGE };
+           O_LEVEL, O_LOGFILE, O_CRED, O_RESYNC, O_RPM, O_UMASK, O_MAXSIZE, O_CKEEP, O_CAGE, O_NOXATTR };
     static const struct option longopts[] = {
         {"session", required_argument, NULL, O_SESSION},
         {"store", required_argument, NULL, O_STORE},
@@ -246,6 +246,7 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
         {"uid", required_argument, NULL, O_UID},
         {"gid", required_argument, NULL, O_GID},
         {"umask", required_argument, NULL, O_UMASK},
+        {"no-xattrs", no_argument, NULL, O_NOXATTR},
         {"foreground", no_argument, NULL, 'f'},
         {"log-level", required_argument, NULL, O_LEVEL},
         {"log-file", required_argument, NULL, O_LOGFILE},
@@ -337,6 +338,9 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
                 o->umask = (mode_t)m;
             break;
         }
+        case O_NOXATTR:
+            o->no_xattrs = true;
+            break;
         case 'f':
             o->foreground = true;
             break;

@@ -24,6 +24,7 @@ struct mount_opts {
     uid_t uid;
     gid_t gid;
     mode_t umask;                 /* --umask: bits taken from every mode (0) */
+    bool no_xattrs;               /* --no-xattrs: no user.memstore.* attributes */
     bool foreground;
     char *fuse_opts;              /* extra -o options, comma-joined, or NULL */
     char *credentials;            /* --credentials FILE, or NULL: the environment */

@@ -662,6 +662,7 @@ int daemon_mount(struct mount_opts *o)
         s->uid = o->uid;
         s->gid = o->gid;
         s->umask = o->umask;
+        s->no_xattrs = o->no_xattrs;
         s->lock_fd = -1;
         s->sync_idx = -1;
         pthread_mutex_init(&s->se_lock, NULL);

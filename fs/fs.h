@@ -27,6 +27,7 @@ struct fs_store {
     uid_t uid;
     gid_t gid;
     mode_t umask;           /* --umask: taken from every mode */
+    bool no_xattrs;         /* --no-xattrs: the kernel stops asking (ENOSYS) */
     char *own_name;         /* the name from the API when none was given (malloc'd) */
     struct cache *cache;
     struct syncer *sync;

@@ -67,6 +67,8 @@ static const char mount_help[] =
     "                          ANTHROPIC_WORK_SECRET, ANTHROPIC_BASE_URL) that override\n"
     "                          the environment; refused when group or others may read it\n"
     "  --uid UID, --gid GID    owner of the files (default: the caller)\n"
+    "  --no-xattrs             no user.memstore.* attributes: the kernel then stops\n"
+    "                          asking for attributes (faster listings and writes)\n"
     "  -f, --foreground        stay attached; log to stderr\n"
     "  --log-level LEVEL       error | warn | info | debug (default info)\n"
     "  --log-file FILE         where the log goes once mounted: a file (reopened on\n"

@@ -37,6 +37,7 @@ static const struct {
     {"gid", "--gid"},                     {"log_level", "--log-level"},
     {"log_file", "--log-file"},           {"cache_max_size", "--cache-max-size"},
     {"conflicts_keep", "--conflicts-keep"}, {"conflicts_max_age", "--conflicts-max-age"},
+    {"umask", "--umask"},
 };
 
 bool helper_form(int argc, char **argv)
@@ -92,6 +93,10 @@ static int add_opts(struct args *a, const char *list)
     for (char *o = strtok_r(copy, ",", &save); o && !rc; o = strtok_r(NULL, ",", &save)) {
         if (strcmp(o, "ro") == 0) {
             a->ro = true;
+            continue;
+        }
+        if (strcmp(o, "no_xattrs") == 0) {
+            rc = push(a, "--no-xattrs");
             continue;
         }
         if (is_dropped(o))

@@ -135,8 +135,10 @@ static int reserve(struct ofile *f, size_t n)
 
 static void set_dirty(struct ofile *f, int64_t now_ns, bool *first_dirty)
 {
+    /* A file this open created is dirty in the cache already: nothing to
+     * mark there. */
     if (first_dirty)
-        *first_dirty = !f->dirty;
+        *first_dirty = !f->dirty && !f->unsaved;
     f->dirty = true;
     f->mtime_ns = now_ns;
     f->ctime_ns = now_ns;

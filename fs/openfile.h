@@ -51,7 +51,8 @@ void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sh
 
 /* Writes size bytes at off (the buffer must be loaded).  -EFBIG past
  * MEM_CONTENT_MAX_BYTES (nothing changes), -ENOMEM.  Sets *first_dirty
- * when this write made a clean buffer dirty. */
+ * when this write made a clean buffer dirty whose cache node may be clean
+ * (not for a file this open created: the cache has it dirty already). */
 int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
                 bool *first_dirty);
 /* Sets the length (zero-filling growth); -EFBIG past the limit.  Marks the

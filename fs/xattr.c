@@ -89,6 +89,12 @@ static void reply_value(fuse_req_t req, const char *v, size_t size)
 
 void xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+    if (((struct fs_store *)fuse_req_userdata(req))->no_xattrs) {
+        /* --no-xattrs: the kernel stops asking (no round trip for the
+         * security.capability check of every write, nor for ls -l). */
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     if (!ours(name)) {
         fuse_reply_err(req, ENODATA);
         return;
@@ -111,6 +117,10 @@ void xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 
 void xattr_list(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+    if (((struct fs_store *)fuse_req_userdata(req))->no_xattrs) {
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     struct cache_file_history h;
     int err = history_of(req, ino, &h);
     if (err == ENODATA) {

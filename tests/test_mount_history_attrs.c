@@ -206,3 +206,21 @@ Test(mount_history_attrs, a_store_wins_conflict_is_diffed_and_restored)
     free(kid);
     free(id);
 }
+
+Test(mount_history_attrs, no_xattrs_turns_them_off)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
+    free(out);
+    sy_mount(false, "--no-xattrs");
+    /* Not supported at all: the kernel no longer asks the daemon. */
+    int rc = sy_run(&out, "getfattr -n user.memstore.memory_id notes/a.md 2>&1");
+    cr_expect_neq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "Operation not supported"), "%s", out);
+    free(out);
+    rc = sy_run(&out, "getfattr -d notes/a.md 2>&1; echo x >> notes/a.md && cat notes/a.md");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(!strstr(out, "user.memstore"), "%s", out);
+    cr_expect(strstr(out, "x\n"), "writes still work: %s", out);
+    free(out);
+}

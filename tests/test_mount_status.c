@@ -59,6 +59,14 @@ static bool wait_state(const char *want, int timeout_s, cJSON **last)
     return false;
 }
 
+/* No version feed (404): every sync lists the store, so that the faults
+ * below, on the listing, meet every sync. */
+static void no_feed(void)
+{
+    sy_fault("{\"action\":\"status\",\"status\":404,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
+}
+
 static char *status_text(void)
 {
     char *out = NULL;
@@ -69,6 +77,7 @@ static char *status_text(void)
 Test(mount_status, a_sync_stuck_on_a_silent_server_shows)
 {
     sy_mount(false, "");
+    no_feed();
     /* The next listing waits 14 s for its answer: the sync runs past the
      * 5 s interval. */
     sy_fault("{\"action\":\"latency\",\"latency_ms\":14000,\"count\":1,\"method\":\"GET\","
@@ -92,6 +101,7 @@ Test(mount_status, a_sync_stuck_on_a_silent_server_shows)
 Test(mount_status, a_failing_sync_shows_since_when_and_why)
 {
     sy_mount(false, "");
+    no_feed();
     sy_fault("{\"action\":\"status\",\"status\":403,\"count\":0,\"method\":\"GET\","
              "\"path\":\"/v1/memory_stores/*/memories\"}");
     cJSON *j = NULL;
@@ -183,6 +193,7 @@ static bool file_is_utf8(const char *file)
 Test(mount_status, bytes_from_the_server_are_escaped_in_the_log)
 {
     sy_mount(false, "");
+    no_feed();
     sy_after_sync();
     /* An error message that is not UTF-8 (raw bytes: body_hex) answers the
      * upload of an edit... */

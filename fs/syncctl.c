@@ -106,10 +106,17 @@ static void *serve_wait(void *arg)
             fprintf(m, "%s at %s: the sync failed: %s\n", s->id, s->mount_path, why);
             snprintf(last_why, sizeof(last_why), "memory store %s: %s", s->id, why);
         } else {
+            /* What is not in the store after the sync, whichever sync
+             * found it: a file refused by an earlier sync stays refused
+             * (kept locally) until its content changes. */
+            struct cache_store_stats cs;
+            if (cache_store_stats(w->d->cache, s->id, &cs) != 0)
+                memset(&cs, 0, sizeof(cs));
+            unsigned refused = rep.refused > cs.refused ? rep.refused : (unsigned)cs.refused;
             fprintf(m, "%s at %s: synced; pushed %u, deleted %u, conflicts %u, refused %u, "
                        "pending %u\n", s->id, s->mount_path, rep.pushed, rep.deleted,
-                    rep.conflicts, rep.refused, rep.pending);
-            if (rep.pending || rep.refused || rep.unsaved) {
+                    rep.conflicts, refused, rep.pending);
+            if (rep.pending || refused || rep.unsaved || cs.unsaved) {
                 unpushed = true;
                 daemon_list_unpushed(w->d->cache, s->id, s->mount_path, m);
             }

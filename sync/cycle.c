@@ -308,7 +308,8 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
     }
     for (size_t i = 0; i < nr; i++)
         cy.r.by_id[i] = &rl[i];
-    qsort(cy.r.by_id, nr, sizeof(*cy.r.by_id), cmp_id);
+    if (nr > 1)
+        qsort(cy.r.by_id, nr, sizeof(*cy.r.by_id), cmp_id);
 
     struct cache_store_stats cs;
     if ((rc = cache_store_stats(s->c, st->id, &cs)))

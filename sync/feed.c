@@ -115,7 +115,8 @@ static char **changed_ids(const struct feed_read *fr, size_t *n)
         v[(*n)++] = fr->gone[i];
     for (size_t i = 0; i < fr->changes.n; i++)
         v[(*n)++] = fr->changes.items[i].id;
-    qsort(v, *n, sizeof(*v), cmp_str);
+    if (*n > 1)
+        qsort(v, *n, sizeof(*v), cmp_str);
     return v;
 }
 
@@ -221,7 +222,7 @@ int feed_read(struct syncer *s, struct sstore *st, size_t memories, struct feed_
             fr->seen[fr->n_seen++].at_ns = x->created_ns;
         }
     }
-    if (!rc)
+    if (!rc && v.n > 1)
         qsort_r(ix, v.n, sizeof(*ix), cmp_by_memory, &v);
     for (size_t k = 0; !rc && k < v.n; k++) {
         /* Only the newest version of each memory (the first of its run)
@@ -262,7 +263,8 @@ void feed_commit(struct sstore *st, struct feed_read *fr)
     fd->n_seen = fr->n_seen;
     fr->seen = NULL;
     fr->n_seen = 0;
-    qsort(fd->seen, fd->n_seen, sizeof(*fd->seen), cmp_seen);
+    if (fd->n_seen > 1)
+        qsort(fd->seen, fd->n_seen, sizeof(*fd->seen), cmp_seen);
     fd->mark_ns = fr->mark_ns;
     fd->failures = 0;
     struct timespec t;

@@ -125,14 +125,16 @@ static int filter_items(struct sstore *st, struct filter *f)
             ix[k++] = i;
         }
     }
-    qsort_r(ix, k, sizeof(*ix), cmp_id_path, l);
+    if (k > 1)
+        qsort_r(ix, k, sizeof(*ix), cmp_id_path, l);
     for (size_t i = 1; i < k; i++)
         if (strcmp(l->items[ix[i]].id, l->items[ix[i - 1]].id) == 0) {
             f->keep[ix[i]] = false;
             warn_once(st, "the server listed one memory at two paths; keeping the first in path "
                           "order", l->items[ix[i]].id, l->items[ix[i]].path, NULL);
         }
-    qsort_r(ix, k, sizeof(*ix), cmp_path_id, l);
+    if (k > 1)
+        qsort_r(ix, k, sizeof(*ix), cmp_path_id, l);
     const char *last = NULL;
     for (size_t i = 0; i < k && !rc; i++) {
         const struct api_memory *m = &l->items[ix[i]];
@@ -255,7 +257,8 @@ int engine_filter(struct syncer *s, struct sstore *st, struct api_list *list,
         return rc;
     }
     note_versions(s, st, list);
-    qsort(r, k, sizeof(*r), cmp_remote);
+    if (k > 1)
+        qsort(r, k, sizeof(*r), cmp_remote);
     *out = r;
     *n = k;
     return 0;

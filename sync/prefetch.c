@@ -63,7 +63,7 @@ static size_t keep_page(struct syncer *s, const struct api_list *items,
         const struct api_memory *m = &items->items[i];
         struct cache_missing key;
         memcpy(key.sha, m->sha, sizeof(key.sha));
-        if (m->content && bsearch(&key, want, n_want, sizeof(*want), cmp_sha) &&
+        if (m->content && n_want && bsearch(&key, want, n_want, sizeof(*want), cmp_sha) &&
             cache_blob_put(s->c, m->sha, m->content, m->content_len) == 0)
             kept++;
     }
@@ -91,7 +91,8 @@ static void bulk(struct syncer *s, struct sstore *st, struct cache_content_group
     size_t n_want = 0;
     if (cache_missing_content(s->c, st->id, &want, &n_want) != 0)
         return;
-    qsort(want, n_want, sizeof(*want), cmp_sha);
+    if (n_want > 1)
+        qsort(want, n_want, sizeof(*want), cmp_sha);
     struct api_page_req slot[BULK_IN_FLIGHT];
     uint64_t bound[BULK_IN_FLIGHT];
     size_t used = 0, next = 0;

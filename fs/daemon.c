@@ -134,7 +134,15 @@ static int start_session(struct fs_store *s, const struct mount_opts *o)
         return -EIO;
     }
     s->mounted = true;
-    int rc = pthread_create(&s->loop, NULL, loop_main, s);
+    int rc = fuseio_attach(s);
+    if (rc) {
+        fprintf(stderr, "memstorefs: cannot set up the FUSE device of %s: %s\n", s->mount_path,
+                strerror(-rc));
+        fuse_session_unmount(s->se);
+        s->mounted = false;
+        return rc;
+    }
+    rc = pthread_create(&s->loop, NULL, loop_main, s);
     if (rc) {
         fuse_session_unmount(s->se);
         s->mounted = false;

@@ -10,6 +10,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "fuseio.h"
+
 struct cache;
 struct syncer;
 
@@ -47,6 +49,7 @@ struct fs_store {
     bool mounted;
     bool gone;              /* torn down */
     bool no_opendir;        /* set at FUSE init: the kernel may skip OPENDIR */
+    struct fuseio fio;      /* the session's device I/O (fuseio.c) */
 };
 
 /* ops.c */

@@ -534,6 +534,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     s->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
         conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
+    /* The kernel then caches each inode's (absent) ACL instead of asking
+     * for system.posix_acl_access at every ls -l; there are none to
+     * enforce (setting one is ENOTSUP, xattr.c), so the modes decide. */
+    if (!s->no_xattrs && (conn->capable & FUSE_CAP_POSIX_ACL))
+        conn->want |= FUSE_CAP_POSIX_ACL;
 }
 
 const struct fuse_lowlevel_ops fs_ops = {

@@ -93,6 +93,28 @@ static void health_of(struct daemon *d, struct fs_store *s, struct health *o)
         o->secs = now - o->since;
 }
 
+/* The kernel's requests to this mount since it was mounted, by opcode
+ * (fuseio.c), and whether writes skip the privilege check. */
+static void json_kernel(const struct fs_store *s, struct jbuf *b)
+{
+    uint64_t n[FUSEIO_OPS];
+    fuseio_counts(s, n);
+    jbuf_addf(b, ",\"kernel\":{\"killpriv_v2\":%s,\"requests\":{",
+              __atomic_load_n(&s->fio.killpriv, __ATOMIC_RELAXED) ? "true" : "false");
+    bool first = true;
+    for (unsigned i = 0; i < FUSEIO_OPS; i++) {
+        const char *name = fuseio_op_name(i);
+        if (!n[i])
+            continue;
+        if (name)
+            jbuf_addf(b, "%s\"%s\":%llu", first ? "" : ",", name, (unsigned long long)n[i]);
+        else
+            jbuf_addf(b, "%s\"OP_%u\":%llu", first ? "" : ",", i, (unsigned long long)n[i]);
+        first = false;
+    }
+    jbuf_adds(b, "}}");
+}
+
 static void json_store(struct daemon *d, struct fs_store *s, struct jbuf *b,
                        const struct cache_store_stats *st, const struct cache_usage *u,
                        const struct health *hl)
@@ -156,6 +178,7 @@ static void json_store(struct daemon *d, struct fs_store *s, struct jbuf *b,
     jbuf_add_json_cstr(b, bg.until_s ? ts : NULL);
     jbuf_addf(b, ",\"requests_waiting\":%d,\"max_requests_per_minute\":%d", bg.waiting,
               bg.per_minute);
+    json_kernel(s, b);
 
     struct cache_refused *rf = NULL;
     size_t n_rf = 0;

@@ -14,8 +14,10 @@
  * --xattrs) take as "this filesystem keeps none" and pass over quietly,
  * where EPERM would make them report an error for every file copied
  * within a mount.  A getxattr of another name (the kernel asks for
- * security.capability before every write) is answered ENODATA at once,
- * without touching the cache. */
+ * security.capability before the first write of an inode: fuseio.c,
+ * KILLPRIV_V2; system.posix_acl_access once an inode, the kernel caching
+ * the answer: FUSE_CAP_POSIX_ACL in ops.c; security.selinux at each
+ * ls -l) is answered ENODATA at once, without touching the cache. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -42,3 +42,6 @@ foreach(area cache status)
   mfs_add_test(test_mount_${area} test_mount_${area}.c test_mount_sync_util.c
                TIMEOUT 300 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)
 endforeach()
+# Local operations (issue 12): what the kernel asks a mount, counted.
+mfs_add_test(test_mount_kernel test_mount_kernel.c test_mount_sync_util.c TIMEOUT 300
+             LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)

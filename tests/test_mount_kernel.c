@@ -1,0 +1,166 @@
+/* test_mount_kernel.c - what the kernel asks a mount, counted by the
+ * daemon (status --json: kernel.requests, fs/fuseio.c): fewer round trips
+ * for the same work, as issue 12 asks, checked as counts (never times).
+ *   - writes after an inode's first ask for no privilege check
+ *     (FUSE_HANDLE_KILLPRIV_V2): 20 writes cost at most one GETXATTR,
+ *     where the kernel asked security.capability before each (20);
+ *   - an inode's ACL is asked once and cached (FUSE_CAP_POSIX_ACL): a
+ *     second ls -l asks only security.selinux, one GETXATTR a file, not two;
+ *   - and what stays true: no ACL, no set-ID bit and no capability can be
+ *     set, so nothing ever needs dropping; --no-xattrs asks nothing.
+ * Each count failed before: no kernel object in status, 20 GETXATTRs for
+ * 20 writes, two per file for each ls -l. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+static const char *const seed[] = {"/a.md", "alpha\n", NULL};
+
+static void setup(void)
+{
+    sy_start(seed);
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_kernel, .init = setup, .fini = teardown, .timeout = 150);
+
+static cJSON *status_json(void)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS status --json");
+    cr_assert_eq(rc, 0, "%s", out);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert_not_null(j, "status --json is not JSON: %s", out);
+    free(out);
+    return j;
+}
+
+/* The count of one kind of request so far (0 when never asked). */
+static long requests(const char *op)
+{
+    cJSON *j = status_json();
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kernel");
+    cr_assert_not_null(k, "status --json has no kernel object");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(k, "requests");
+    cr_assert(cJSON_IsObject(r), "kernel.requests is not an object");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(r, op);
+    long v = cJSON_IsNumber(n) ? (long)n->valuedouble : 0;
+    cJSON_Delete(j);
+    return v;
+}
+
+static bool killpriv(void)
+{
+    cJSON *j = status_json();
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kernel");
+    bool on = k && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "killpriv_v2"));
+    cJSON_Delete(j);
+    return on;
+}
+
+static void write_chunks(const char *name, int flags, int n)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", mnt, name);
+    int fd = open(p, O_WRONLY | flags, 0644);
+    cr_assert(fd >= 0, "open %s: %s", p, strerror(errno));
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(write(fd, "0123456789\n", 11), 11, "write %d: %s", i, strerror(errno));
+    cr_assert_eq(close(fd), 0);
+}
+
+Test(mount_kernel, writes_after_the_first_ask_no_privilege_check)
+{
+    sy_mount(false, "");
+    cr_expect(killpriv(), "the daemon did not take FUSE_HANDLE_KILLPRIV_V2");
+    long g0 = requests("GETXATTR"), w0 = requests("WRITE");
+    write_chunks("chunks.md", O_CREAT | O_EXCL, 20);
+    long g1 = requests("GETXATTR"), w1 = requests("WRITE");
+    cr_expect_eq(w1 - w0, 20, "the kernel sent %ld writes for 20", w1 - w0);
+    cr_expect_leq(g1 - g0, 1, "20 writes to a new file asked %ld GETXATTRs", g1 - g0);
+    /* An existing file, truncated and written again: no ask at all once
+     * the inode was checked, and an append the same. */
+    write_chunks("chunks.md", O_TRUNC, 10);
+    write_chunks("chunks.md", O_APPEND, 10);
+    long g2 = requests("GETXATTR");
+    cr_expect_leq(g2 - g1, 1, "20 more writes to a known file asked %ld GETXATTRs", g2 - g1);
+    /* The content is all there, and it syncs as any other. */
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "wc -l < chunks.md"), 0);
+    cr_expect_str_eq(out, "20\n");
+    free(out);
+    sy_after_sync();
+    char *c = sy_content("/chunks.md");
+    cr_expect(c && strlen(c) == 20 * 11, "the store has %zu bytes, not 220", c ? strlen(c) : 0);
+    free(c);
+}
+
+Test(mount_kernel, nothing_can_need_dropping)
+{
+    sy_mount(false, "");
+    char p[512];
+    snprintf(p, sizeof(p), "%s/a.md", mnt);
+    /* No set-ID bit: a chmod that changes the mode is refused. */
+    cr_expect_eq(chmod(p, 04644), -1);
+    cr_expect_eq(errno, EPERM);
+    /* No capability and no ACL can be set (ENOTSUP, as any attribute). */
+    static const char cap[20] = {0, 0, 0, 2};
+    cr_expect_eq(setxattr(p, "security.capability", cap, sizeof(cap), 0), -1);
+    cr_expect_eq(errno, ENOTSUP);
+    static const char acl[] = {2, 0, 0, 0, 1, 0, 6, 0, 0xff, 0xff, 0xff, 0xff,
+                               4, 0, 4, 0, 0xff, 0xff, 0xff, 0xff, 0x20, 0, 4, 0,
+                               0xff, 0xff, 0xff, 0xff};
+    cr_expect_eq(setxattr(p, "system.posix_acl_access", acl, sizeof(acl), 0), -1);
+    cr_expect(errno == ENOTSUP || errno == EOPNOTSUPP, "setting an ACL: %s", strerror(errno));
+    cr_expect_eq(getxattr(p, "system.posix_acl_access", NULL, 0), -1);
+    cr_expect_eq(errno, ENODATA);
+    struct stat st;
+    cr_assert_eq(stat(p, &st), 0);
+    cr_expect_eq(st.st_mode & 07777, 0644);
+}
+
+Test(mount_kernel, an_inode_acl_is_asked_once)
+{
+    sy_mount(false, "");
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "mkdir d && for i in $(seq 20); do echo $i > d/f$i.md; done"), 0,
+                 "%s", out);
+    free(out);
+    cr_assert_eq(sy_run(&out, "ls -l d > /dev/null"), 0, "%s", out);
+    free(out);
+    long g0 = requests("GETXATTR");
+    cr_assert_eq(sy_run(&out, "ls -l d > /dev/null"), 0, "%s", out);
+    free(out);
+    long g1 = requests("GETXATTR");
+    /* One a file (security.selinux) and one for the directory: 22 at most,
+     * where asking each ACL again made it 42. */
+    cr_expect_leq(g1 - g0, 22, "a second ls -l of 20 files asked %ld GETXATTRs", g1 - g0);
+    /* The user.memstore.* attributes are still asked and answered. */
+    cr_assert_eq(sy_run(&out, "getfattr -n user.memstore.state --only-values d/f1.md"), 0, "%s",
+                 out);
+    cr_expect(strcmp(out, "dirty") == 0 || strcmp(out, "clean") == 0, "state %s", out);
+    free(out);
+}
+
+Test(mount_kernel, no_xattrs_asks_nothing)
+{
+    sy_mount(false, "--no-xattrs");
+    long g0 = requests("GETXATTR");
+    write_chunks("n.md", O_CREAT | O_EXCL, 5);
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "ls -l . > /dev/null; ls -l . > /dev/null"), 0, "%s", out);
+    free(out);
+    cr_expect_leq(requests("GETXATTR") - g0, 1, "--no-xattrs still asks the daemon");
+}

@@ -212,14 +212,31 @@ int db_exec_bound(struct cache *c, const char *sql, const char *text)
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, sql);
 }
 
+/* Runs a kept statement without results (BEGIN, COMMIT: parsed once). */
+static int run_cached(struct cache *c, enum db_slot slot, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = db_cached(c, slot, sql, &st);
+    if (rc)
+        return rc;
+    rc = sqlite3_step(st);
+    db_done(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, sql);
+}
+
 int db_begin(struct cache *c)
 {
-    return db_exec(c, "BEGIN IMMEDIATE");
+    int rc = run_cached(c, DB_ST_BEGIN, "BEGIN IMMEDIATE");
+    /* Every write transaction first writes the saved marks still in
+     * memory (content.c), so none lands after a later change of its row. */
+    if (!rc && (rc = db_apply_saved(c)) != 0)
+        db_rollback(c);
+    return rc;
 }
 
 int db_commit(struct cache *c)
 {
-    return db_exec(c, "COMMIT");
+    return run_cached(c, DB_ST_COMMIT, "COMMIT");
 }
 
 void db_rollback(struct cache *c)
@@ -394,6 +411,7 @@ void cache_close(struct cache **cp)
     if (c->db)
         sqlite3_close_v2(c->db);
     pthread_mutex_destroy(&c->lock);
+    free(c->saved);
     free(c->dir);
     free(c);
     *cp = NULL;

@@ -18,6 +18,9 @@ enum db_slot {
     DB_ST_PUT_BLOB,      /* INSERT OR IGNORE a blob */
     DB_ST_SET_CONTENT,   /* content.c: a node's new content */
     DB_ST_TOUCH_DIR,     /* a directory's mtime and ctime */
+    DB_ST_BEGIN,         /* BEGIN IMMEDIATE */
+    DB_ST_COMMIT,        /* COMMIT */
+    DB_ST_MARK_SAVED,    /* content.c: held -> saved */
     DB_ST_N
 };
 
@@ -26,6 +29,10 @@ struct cache {
     pthread_mutex_t lock;  /* taken by every public cache_* call, never held on return */
     char *dir;
     sqlite3_stmt *cached[DB_ST_N]; /* guarded by lock; finalized by cache_close */
+    /* Rows whose last writer closed them, not yet marked saved in the
+     * database (cache_mark_saved, content.c); guarded by lock. */
+    uint64_t *saved;
+    size_t n_saved, cap_saved;
 };
 
 /* The kept statement of slot (prepared from sql the first time), reset and
@@ -74,6 +81,10 @@ int db_tombstone(struct cache *c, const char *store_id, const char *memory_id, c
 int db_get_node(struct cache *c, uint64_t ino, struct cnode *out);
 int db_writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *root);
 int db_in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg);
+/* Writes the saved marks cache_mark_saved deferred (content.c).  The
+ * caller holds c->lock; inside a transaction or not.  db_begin calls it,
+ * so every write transaction starts with them. */
+int db_apply_saved(struct cache *c);
 
 /* Steps st (prepared and bound by the caller, who holds c->lock) and
  * appends one item of elem bytes per row to the array *out (malloc'd,

@@ -20,7 +20,10 @@ int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_n
 {
     sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ?1 AND is_dir = 0"
+    int rc = db_apply_saved(c);
+    if (rc)
+        goto out;
+    rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ?1 AND is_dir = 0"
                            " AND state = 1 AND (unsaved = 0 OR (?2 AND unsaved = 2))"
                            " AND unlinked = 0 AND parent IS NOT NULL ORDER BY path", &st);
     if (rc)
@@ -52,7 +55,9 @@ int cache_store_has_local_work(struct cache *c, const char *store_id, bool final
     sqlite3_stmt *st;
     *work = true; /* on error: assume there is, so the sync looks */
     db_lock(c);
-    int rc = db_prepare(c, "SELECT EXISTS(SELECT 1 FROM nodes WHERE store = ?1 AND state = 1"
+    int rc = db_apply_saved(c);
+    if (!rc)
+        rc = db_prepare(c, "SELECT EXISTS(SELECT 1 FROM nodes WHERE store = ?1 AND state = 1"
                            " AND is_dir = 0 AND unlinked = 0 AND parent IS NOT NULL"
                            " AND (unsaved = 0 OR (?2 AND unsaved = 2)))"
                            " OR EXISTS(SELECT 1 FROM tombstones WHERE store = ?1)", &st);

@@ -238,6 +238,43 @@ Test(cache_sent, only_finished_content_is_pushed)
     cnode_clear(&h);
 }
 
+/* A saved mark is kept in memory until the next write transaction or the
+ * sync's read (content.c); it must never land after a later change of the
+ * same file: a writer that opens the file again and closes one descriptor
+ * holds it again. */
+Test(cache_sent, a_deferred_saved_mark_keeps_its_order)
+{
+    struct cnode f;
+    cr_assert_eq(cache_create_open(C, root, "again.md", 1, &f), 0);
+    cr_assert_eq(cache_set_content_if(C, f.ino, "one", 3, 2, f.sha, true, NULL), 0);
+    char sha[SHA256_HEX_LEN + 1];
+    struct cnode n;
+    cr_assert_eq(cache_getattr(C, f.ino, &n), 0);
+    snprintf(sha, sizeof(sha), "%s", n.sha);
+    cnode_clear(&n);
+    cr_assert_eq(cache_mark_saved(C, f.ino), 0);
+    /* Written again, held again, before anything read the mark. */
+    cr_assert_eq(cache_set_content_if(C, f.ino, "one two", 7, 3, sha, true, NULL), 0);
+    cr_expect_eq(dirty(false), 0, "content held again was pushable: the old mark landed late");
+    cr_expect_eq(dirty(true), 1);
+    cr_assert_eq(cache_mark_saved(C, f.ino), 0);
+    cr_expect_eq(dirty(false), 1, "the last writer's close did not make it pushable");
+    /* Many marks at once land together, whatever comes first. */
+    struct cnode m[20];
+    for (int i = 0; i < 20; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "many%d.md", i);
+        cr_assert_eq(cache_create_open(C, root, name, 1, &m[i]), 0);
+        cr_assert_eq(cache_set_content_if(C, m[i].ino, "x", 1, 2, m[i].sha, true, NULL), 0);
+    }
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(cache_mark_saved(C, m[i].ino), 0);
+    cr_expect_eq(dirty(false), 21);
+    for (int i = 0; i < 20; i++)
+        cnode_clear(&m[i]);
+    cnode_clear(&f);
+}
+
 Test(cache_sent, log_only_and_disabled_deletions_end_with_the_session)
 {
     cr_assert_eq(cache_store_set_mode(C, ST, CACHE_DEL_DISABLED), 0);

@@ -83,6 +83,7 @@ Test(mount_helper, mount_t_fuse_memstorefs_through_mount_fuse3)
     cr_expect(strstr(out, "unmounted "), "%s", out);
     cr_expect_eq(mnt_sh(&E, NULL, "test -d %s/mp", E.root), 0,
                  "the existing mount point was removed");
+    free(out);
 }
 
 Test(mount_helper, fstab_line_through_mount_fuse_memstorefs)

@@ -12,15 +12,8 @@
  *  cache_set_content_if  the same for bytes edited from a known content;
  *                     when the node moved meanwhile (a sync brought the
  *                     store's version), the bytes become a conflict record.
- *  cache_mark_saved   held -> saved (the last writer closed or fsynced).
- *                     Deferred: the row is noted in memory and the mark
- *                     written at the start of the next write transaction
- *                     (db_begin) or before the sync reads what it may
- *                     push (cache/pending.c), whichever comes first; so a
- *                     create costs two transactions, not three.  Nothing
- *                     reads the mark in between, and a mark lost to a
- *                     crash is made at the next attach (held content is
- *                     saved once no writer of that session can return).
+ *  cache_mark_saved   held -> saved (the last writer closed or fsynced):
+ *                     cache/saved.c, which defers and groups the marks.
  *  cache_mark_dirty   clean -> dirty before buffered content lands.
  *  cache_set_times    atime and/or mtime (utimensat, touch); ctime = now.
  * Read-only stores: -EROFS from every function here. */
@@ -181,58 +174,6 @@ int cache_set_times(struct cache *c, uint64_t ino, const int64_t *atime_ns,
         sqlite3_bind_int64(st, 6, (sqlite3_int64)ino);
         rc = step_done(c, st, "set times");
     }
-    db_unlock(c);
-    return rc;
-}
-
-static int mark_saved_now(struct cache *c, uint64_t ino)
-{
-    sqlite3_stmt *st;
-    int rc = db_cached(c, DB_ST_MARK_SAVED,
-                       "UPDATE nodes SET unsaved = 0 WHERE ino = ? AND unsaved = 2", &st);
-    if (rc)
-        return rc;
-    sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-    rc = sqlite3_step(st);
-    db_done(st);
-    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "mark saved");
-}
-
-int db_apply_saved(struct cache *c)
-{
-    if (!c->n_saved)
-        return 0;
-    if (sqlite3_get_autocommit(c->db)) {
-        /* Outside a transaction: db_begin writes them, in one of their own. */
-        int rc = db_begin(c);
-        if (!rc && (rc = db_commit(c)) != 0)
-            db_rollback(c);
-        return rc;
-    }
-    int rc = 0;
-    for (size_t i = 0; !rc && i < c->n_saved; i++)
-        rc = mark_saved_now(c, c->saved[i]);
-    if (!rc)
-        c->n_saved = 0;
-    return rc;
-}
-
-int cache_mark_saved(struct cache *c, uint64_t ino)
-{
-    db_lock(c);
-    int rc = 0;
-    if (c->n_saved == c->cap_saved) {
-        size_t cap = c->cap_saved ? 2 * c->cap_saved : 64;
-        uint64_t *v = realloc(c->saved, cap * sizeof(*v));
-        if (v) {
-            c->saved = v;
-            c->cap_saved = cap;
-        }
-    }
-    if (c->n_saved < c->cap_saved)
-        c->saved[c->n_saved++] = ino;
-    else
-        rc = mark_saved_now(c, ino); /* no room to defer it: now */
     db_unlock(c);
     return rc;
 }

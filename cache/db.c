@@ -406,6 +406,8 @@ void cache_close(struct cache **cp)
     struct cache *c = cp ? *cp : NULL;
     if (!c)
         return;
+    if (c->db)
+        db_saver_stop(c);
     for (int i = 0; i < DB_ST_N; i++)
         sqlite3_finalize(c->cached[i]);
     if (c->db)

@@ -5,6 +5,8 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdbool.h>
+#include <time.h>
 
 #include "cache.h"
 
@@ -30,9 +32,14 @@ struct cache {
     char *dir;
     sqlite3_stmt *cached[DB_ST_N]; /* guarded by lock; finalized by cache_close */
     /* Rows whose last writer closed them, not yet marked saved in the
-     * database (cache_mark_saved, content.c); guarded by lock. */
+     * database, and the thread that writes them (cache/saved.c); all
+     * guarded by lock. */
     uint64_t *saved;
     size_t n_saved, cap_saved;
+    struct timespec saved_since; /* CLOCK_MONOTONIC: the group's first mark */
+    pthread_cond_t saved_cond;
+    pthread_t saver_thr;
+    bool saver_running, saver_failed, saver_stop, saver_retry, saver_idle;
 };
 
 /* The kept statement of slot (prepared from sql the first time), reset and
@@ -81,10 +88,12 @@ int db_tombstone(struct cache *c, const char *store_id, const char *memory_id, c
 int db_get_node(struct cache *c, uint64_t ino, struct cnode *out);
 int db_writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *root);
 int db_in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg);
-/* Writes the saved marks cache_mark_saved deferred (content.c).  The
+/* Writes the saved marks cache_mark_saved deferred (cache/saved.c).  The
  * caller holds c->lock; inside a transaction or not.  db_begin calls it,
  * so every write transaction starts with them. */
 int db_apply_saved(struct cache *c);
+/* Stops the saver thread and writes what is left (cache_close). */
+void db_saver_stop(struct cache *c);
 
 /* Steps st (prepared and bound by the caller, who holds c->lock) and
  * appends one item of elem bytes per row to the array *out (malloc'd,

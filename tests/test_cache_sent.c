@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
 
 #include "cache.h"
 
@@ -294,4 +297,48 @@ Test(cache_sent, log_only_and_disabled_deletions_end_with_the_session)
     cr_assert_eq(cache_store_attach(C, ST, false, &again), 0);
     cr_expect_eq(n_tombstones("mem_a", NULL, NULL), 0, "a disabled deletion outlived its session");
     cr_expect_eq(n_tombstones("mem_b", NULL, NULL), 1, "an enabled deletion was forgotten");
+}
+
+/* With nothing else happening, the saver writes a mark within a few
+ * milliseconds: another reader of the database (memstorefs status of a
+ * stopped daemon, a test, sqlite3) sees a closed file saved, as it did
+ * when the release wrote the mark itself. */
+static int unsaved_on_disk(uint64_t ino)
+{
+    char db[128];
+    snprintf(db, sizeof(db), "%s/cache.db", dir);
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(h, 2000);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(h, "SELECT unsaved FROM nodes WHERE ino = ?", -1, &st, NULL),
+                 SQLITE_OK);
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+    int v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return v;
+}
+
+Test(cache_sent, a_deferred_saved_mark_lands_on_its_own)
+{
+    struct cnode f;
+    cr_assert_eq(cache_create_open(C, root, "alone.md", 1, &f), 0);
+    cr_assert_eq(cache_set_content_if(C, f.ino, "done", 4, 2, f.sha, true, NULL), 0);
+    cr_expect_eq(unsaved_on_disk(f.ino), CACHE_HELD);
+    cr_assert_eq(cache_mark_saved(C, f.ino), 0);
+    int v = -1;
+    for (int i = 0; i < 200 && (v = unsaved_on_disk(f.ino)) != CACHE_SAVED; i++)
+        usleep(10 * 1000);
+    cr_expect_eq(v, CACHE_SAVED, "the mark was not written within 2 s");
+    /* And a mark made just before the cache closes is not lost. */
+    struct cnode g;
+    cr_assert_eq(cache_create_open(C, root, "last.md", 1, &g), 0);
+    cr_assert_eq(cache_set_content_if(C, g.ino, "end", 3, 2, g.sha, true, NULL), 0);
+    cr_assert_eq(cache_mark_saved(C, g.ino), 0);
+    cache_close(&C);
+    cr_expect_eq(unsaved_on_disk(g.ino), CACHE_SAVED, "a mark made before close was lost");
+    cr_assert_eq(cache_open(dir, &C), 0);
+    cnode_clear(&f);
+    cnode_clear(&g);
 }

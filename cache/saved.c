@@ -1,0 +1,175 @@
+/* saved.c - the "saved" mark of a file whose last writer closed it (held
+ * -> saved, enum cache_saved; the state model is in cache/write.c), as a
+ * group commit: the mark costs no transaction of its own in a burst.
+ *
+ * cache_mark_saved notes the row in memory (c->saved) and returns.  The
+ * marks are written, all together, by whichever comes first:
+ *   - the next write transaction (db_begin writes them before its own
+ *     work, so a mark never lands after a later change of its row);
+ *   - the sync's read of what it may push (cache/pending.c);
+ *   - the saver thread, SAVE_DELAY_MS after the first mark of a group,
+ *     so that the database shows a closed file as saved a few
+ *     milliseconds after its release even when nothing else happens.
+ * In a burst of creates the next create's transaction carries the marks
+ * and the saver finds nothing to do: a create is two transactions
+ * (create, save at close), not three.
+ *
+ * What it does not change: content is durable when close(2) returns (the
+ * FLUSH commits it before replying; the mark only says the writer is
+ * done).  A mark lost to a crash is made at the next attach, which saves
+ * all held content (no writer of a past session can come back).
+ *
+ * Threads: the saver is started at the first deferred mark and stopped by
+ * db_saver_stop (cache_close).  It waits on c->saved_cond with c->lock,
+ * the cache's one lock; c->saved, n_saved and the saver fields are
+ * guarded by it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "db_internal.h"
+
+#define SAVE_DELAY_MS 5
+/* After a failed write, the saver tries again this much later. */
+#define RETRY_MS 1000
+
+static int mark_saved_now(struct cache *c, uint64_t ino)
+{
+    sqlite3_stmt *st;
+    int rc = db_cached(c, DB_ST_MARK_SAVED,
+                       "UPDATE nodes SET unsaved = 0 WHERE ino = ? AND unsaved = 2", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+    rc = sqlite3_step(st);
+    db_done(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "mark saved");
+}
+
+int db_apply_saved(struct cache *c)
+{
+    if (!c->n_saved)
+        return 0;
+    if (sqlite3_get_autocommit(c->db)) {
+        /* Outside a transaction: db_begin writes them, in one of their own. */
+        int rc = db_begin(c);
+        if (!rc && (rc = db_commit(c)) != 0)
+            db_rollback(c);
+        return rc;
+    }
+    int rc = 0;
+    for (size_t i = 0; !rc && i < c->n_saved; i++)
+        rc = mark_saved_now(c, c->saved[i]);
+    if (!rc)
+        c->n_saved = 0;
+    return rc;
+}
+
+static void add_ms(struct timespec *t, long ms)
+{
+    t->tv_sec += ms / 1000;
+    t->tv_nsec += (ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
+
+static bool before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Sleeps untimed only when no mark waits (and is then woken by the first
+ * mark of a group); otherwise wakes at the group's deadline, so a burst
+ * that keeps carrying the marks costs it one wake-up each SAVE_DELAY_MS,
+ * not one a mark. */
+static void *saver(void *arg)
+{
+    struct cache *c = arg;
+    db_lock(c);
+    while (!c->saver_stop) {
+        if (!c->n_saved) {
+            c->saver_idle = true;
+            pthread_cond_wait(&c->saved_cond, &c->lock);
+            c->saver_idle = false;
+            continue;
+        }
+        struct timespec until = c->saved_since, now;
+        add_ms(&until, c->saver_retry ? RETRY_MS : SAVE_DELAY_MS);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (before(&now, &until)) {
+            pthread_cond_timedwait(&c->saved_cond, &c->lock, &until);
+            continue; /* look again: the group may be gone or be a new one */
+        }
+        c->saver_retry = db_apply_saved(c) != 0;
+        if (c->saver_retry)
+            clock_gettime(CLOCK_MONOTONIC, &c->saved_since);
+    }
+    db_unlock(c);
+    return NULL;
+}
+
+/* Starts the saver; the caller holds c->lock.  False when it cannot run. */
+static bool saver_start(struct cache *c)
+{
+    if (c->saver_running)
+        return true;
+    if (c->saver_failed)
+        return false;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&c->saved_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!rc && (rc = pthread_create(&c->saver_thr, NULL, saver, c)) != 0)
+        pthread_cond_destroy(&c->saved_cond);
+    c->saver_running = rc == 0;
+    c->saver_failed = rc != 0;
+    return c->saver_running;
+}
+
+void db_saver_stop(struct cache *c)
+{
+    db_lock(c);
+    bool running = c->saver_running;
+    c->saver_stop = true;
+    if (running)
+        pthread_cond_broadcast(&c->saved_cond);
+    db_unlock(c);
+    if (!running)
+        return;
+    pthread_join(c->saver_thr, NULL);
+    pthread_cond_destroy(&c->saved_cond);
+    c->saver_running = false;
+    db_lock(c);
+    (void)db_apply_saved(c); /* what is left (a failure: the next attach) */
+    db_unlock(c);
+}
+
+int cache_mark_saved(struct cache *c, uint64_t ino)
+{
+    db_lock(c);
+    int rc = 0;
+    if (c->n_saved == c->cap_saved) {
+        size_t cap = c->cap_saved ? 2 * c->cap_saved : 64;
+        uint64_t *v = realloc(c->saved, cap * sizeof(*v));
+        if (v) {
+            c->saved = v;
+            c->cap_saved = cap;
+        }
+    }
+    if (c->n_saved < c->cap_saved && !c->saver_stop && saver_start(c)) {
+        if (!c->n_saved) {
+            clock_gettime(CLOCK_MONOTONIC, &c->saved_since);
+            c->saver_retry = false;
+            if (c->saver_idle)
+                pthread_cond_signal(&c->saved_cond);
+        }
+        c->saved[c->n_saved++] = ino;
+    } else {
+        rc = mark_saved_now(c, ino); /* no room or no saver: now */
+    }
+    db_unlock(c);
+    return rc;
+}

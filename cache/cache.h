@@ -148,6 +148,11 @@ struct cache_store_stats {
                           * in missing_content: fetched when opened) */
 };
 int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *st);
+/* The fields of cache_store_stats that say what is left to push (dirty,
+ * refused, unsaved, tombstones, kept_deletions; the others are 0), from
+ * indexes only: its cost follows the work left, not the store's size (a
+ * sync reads it after every round). */
+int cache_store_pending(struct cache *c, const char *store_id, struct cache_store_stats *st);
 
 /* What the cache last knew of every memory of a store: the baselines of
  * its files (live, with a memory id) and of its pending deletions.  The

@@ -83,6 +83,9 @@ static const char schema_gc[] =
     "CREATE INDEX IF NOT EXISTS sent_sha ON sent(sha);"
     /* a directory's subdirectories, for its link count (NODE_COLS) */
     "CREATE INDEX IF NOT EXISTS nodes_subdirs ON nodes(parent) WHERE is_dir = 1;"
+    /* files an open created and no close saved yet, or held by a writer:
+     * few at any time, counted after every sync (cache_store_pending) */
+    "CREATE INDEX IF NOT EXISTS nodes_unsaved ON nodes(store) WHERE unsaved != 0;"
     "CREATE TRIGGER IF NOT EXISTS blobs_free_node_update AFTER UPDATE OF sha, base_sha ON nodes"
     "  WHEN OLD.sha IS NOT NEW.sha OR OLD.base_sha IS NOT NEW.base_sha BEGIN"
     "  DELETE FROM blobs WHERE sha IN (OLD.sha, OLD.base_sha) AND " DB_BLOB_UNNEEDED "; END;"

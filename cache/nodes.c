@@ -261,6 +261,42 @@ int cache_store_set_mode(struct cache *c, const char *store_id, enum cache_del_m
     return rc;
 }
 
+int cache_store_pending(struct cache *c, const char *store_id, struct cache_store_stats *s)
+{
+    sqlite3_stmt *st;
+    memset(s, 0, sizeof(*s));
+    db_lock(c);
+    /* state = 1 and state = 2 rows through nodes_store_state; unsaved ones
+     * through the partial index nodes_unsaved (its WHERE is repeated so
+     * that SQLite may use it). */
+    int rc = db_prepare(c,
+        "SELECT (SELECT count(*) FROM nodes WHERE store = ?1 AND state = 1 AND is_dir = 0"
+        "   AND unsaved != 1 AND unlinked = 0),"
+        " (SELECT count(*) FROM nodes WHERE store = ?1 AND state = 2 AND is_dir = 0"
+        "   AND unlinked = 0),"
+        " (SELECT count(*) FROM nodes WHERE store = ?1 AND unsaved != 0 AND unsaved = 1"
+        "   AND is_dir = 0 AND unlinked = 0),"
+        " (SELECT count(*) FROM tombstones t WHERE t.store = ?1),"
+        " (SELECT count(*) FROM tombstones t WHERE t.store = ?1 AND t.mode != 0)", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            s->dirty = (uint64_t)sqlite3_column_int64(st, 0);
+            s->refused = (uint64_t)sqlite3_column_int64(st, 1);
+            s->unsaved = (uint64_t)sqlite3_column_int64(st, 2);
+            s->tombstones = (uint64_t)sqlite3_column_int64(st, 3);
+            s->kept_deletions = (uint64_t)sqlite3_column_int64(st, 4);
+            rc = 0;
+        } else {
+            rc = db_fail(c, rc, "store pending");
+        }
+        sqlite3_finalize(st);
+    }
+    db_unlock(c);
+    return rc;
+}
+
 int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *s)
 {
     sqlite3_stmt *st;

@@ -61,12 +61,38 @@ SEEDS+=(--seed "drain=$W/seed-drain")
 MSD_PID=$!
 for _ in $(seq 600); do grep -q '^listening' "$W/msd.out" 2>/dev/null && break; sleep 0.1; done
 grep -q '^listening' "$W/msd.out" || { echo "memstored did not start" >&2; exit 1; }
-SEEDED_AT=$(date +%s)
 export ANTHROPIC_BASE_URL; ANTHROPIC_BASE_URL=$(sed -n 's/^listening url=//p' "$W/msd.out")
 store_of() { sed -n "s/^seeded name=$1 id=\\([^ ]*\\).*/\\1/p" "$W/msd.out"; }
+# When the seeds were written, by the server's stamps: memstored stamps
+# every write a millisecond after the last, so a fast seed of thousands
+# of memories is stamped up to seconds past the wall clock.
+newest_version_s() { curl -s -H "x-api-key: bench-key" -H 'anthropic-version: 2023-06-01' \
+  -H 'anthropic-beta: agent-memory-2026-07-22' \
+  "$ANTHROPIC_BASE_URL/v1/memory_stores/$1/memory_versions?limit=1" | py '
+import datetime, json, sys
+d = json.load(sys.stdin)["data"]
+t = d[0]["created_at"] if d else "1970-01-01T00:00:00.000Z"
+print(int(datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()) + 1)'; }
+SEEDED_AT=$(date +%s)
+for n in "${SIZES[@]}"; do
+  t=$(newest_version_s "$(store_of "s$n")")
+  [ "$t" -gt "$SEEDED_AT" ] && SEEDED_AT=$t
+done
 
 # The feed's window reaches 30 s back: seeds younger than that are in it.
 wait_seed_age() { local left=$((SEEDED_AT + 32 - $(date +%s))); [ "$left" -le 0 ] || sleep "$left"; }
+
+# Idle means nothing left to do: the background prefetch of the store's
+# content (its downloads are not a sync's cost) has finished.  A build
+# whose status has no content_missing is not waited for.
+wait_prefetched() {
+  local i m
+  for i in $(seq 1200); do
+    m=$("$1" status --json 2>/dev/null | py 'import json,sys; print(json.load(sys.stdin).get("content_missing", 0))' 2>/dev/null || echo 0)
+    [ "$m" = 0 ] && return 0
+    "$1" sync --all --wait >/dev/null 2>&1 || sleep 0.1
+  done
+}
 
 # idle MFS STORE SYNCS -> "requests_per_sync cpu_ms_per_sync"
 idle() {
@@ -76,6 +102,7 @@ idle() {
   wait_seed_age
   if "$mfs" sync --help >/dev/null 2>&1; then
     "$mfs" sync --all --wait >/dev/null 2>&1 || true # the listing the mount left due
+    wait_prefetched "$mfs"
     r0=$(total); c0=$(cpu_ms "$pid")
     for _ in $(seq "$k"); do "$mfs" sync --all --wait >/dev/null 2>&1 || true; done
     r1=$(total); c1=$(cpu_ms "$pid")

@@ -110,7 +110,7 @@ static void *serve_wait(void *arg)
              * found it: a file refused by an earlier sync stays refused
              * (kept locally) until its content changes. */
             struct cache_store_stats cs;
-            if (cache_store_stats(w->d->cache, s->id, &cs) != 0)
+            if (cache_store_pending(w->d->cache, s->id, &cs) != 0)
                 memset(&cs, 0, sizeof(cs));
             unsigned refused = rep.refused > cs.refused ? rep.refused : (unsigned)cs.refused;
             fprintf(m, "%s at %s: synced; pushed %u, deleted %u, conflicts %u, refused %u, "

@@ -354,7 +354,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
     engine_prefetch(s, idx, final ? 0 : ENGINE_FETCH_SLICE);
 
     struct cache_store_stats after;
-    if (cache_store_stats(s->c, st->id, &after) == 0) {
+    if (cache_store_pending(s->c, st->id, &after) == 0) {
         /* Deletions this process may not send (log_only, disabled, the
          * deletion's own mode) are kept, not pending. */
         uint64_t kept = cycle_mode(s) == REC_DEL_ENABLED ? after.kept_deletions : after.tombstones;

@@ -207,6 +207,19 @@ static int dirty(bool final)
     return k;
 }
 
+/* cache_store_pending agrees with the same fields of cache_store_stats. */
+static void expect_pending_agrees(void)
+{
+    struct cache_store_stats a, b;
+    cr_assert_eq(cache_store_stats(C, ST, &a), 0);
+    cr_assert_eq(cache_store_pending(C, ST, &b), 0);
+    cr_expect_eq(a.dirty, b.dirty);
+    cr_expect_eq(a.refused, b.refused);
+    cr_expect_eq(a.unsaved, b.unsaved);
+    cr_expect_eq(a.tombstones, b.tombstones);
+    cr_expect_eq(a.kept_deletions, b.kept_deletions);
+}
+
 Test(cache_sent, only_finished_content_is_pushed)
 {
     struct cnode f;
@@ -218,6 +231,7 @@ Test(cache_sent, only_finished_content_is_pushed)
     cr_assert_eq(cache_set_content_if(C, f.ino, "part", 4, 2, f.sha, true, NULL), 0);
     cr_expect_eq(dirty(false), 0, "held content is pushed by a periodic sync");
     cr_expect_eq(dirty(true), 1, "held content is not pushed by the final sync");
+    expect_pending_agrees();
     cr_assert_eq(cache_mark_saved(C, f.ino), 0);
     cr_expect_eq(dirty(false), 1, "saved content is not pushed");
     struct cache_store_stats st;
@@ -236,6 +250,14 @@ Test(cache_sent, only_finished_content_is_pushed)
     cr_expect_eq(dirty(false), 2, "held content was not saved by the next attach");
     cr_assert_eq(cache_store_stats(C, ST, &st), 0);
     cr_expect_eq(st.unsaved, 1, "a file never flushed became pushable");
+    expect_pending_agrees();
+    /* Deletions (one leaves a tombstone), counted alike. */
+    cr_assert_eq(cache_unlink(C, root, "open.md", false, NULL), 0);
+    cr_assert_eq(cache_unlink(C, root, "a.md", false, NULL), 0);
+    struct cache_store_stats p;
+    cr_assert_eq(cache_store_pending(C, ST, &p), 0);
+    cr_expect_eq(p.tombstones, 1);
+    expect_pending_agrees();
     cnode_clear(&f);
     cnode_clear(&g);
     cnode_clear(&h);

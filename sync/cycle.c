@@ -270,7 +270,8 @@ static int find_remote(struct cycle *cy, struct api_list *list, struct cache_rem
     return rc;
 }
 
-int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen)
+int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
+              struct syncer_report *own)
 {
     struct sstore *st = &s->v[idx];
     struct cycle cy = {.s = s, .st = st, .final = final};
@@ -368,6 +369,8 @@ fail:
     snprintf(why, whylen, "sync of memory store %s failed: %s", st->id, strerror(-rc));
 out:
     engine_set_result(s, st, rc ? why : "ok", &cy.rep);
+    if (own)
+        *own = cy.rep;
     pthread_mutex_unlock(&st->cycle_lock);
     plan_free(&cy.plan);
     files_free(&cy.files);

@@ -146,10 +146,11 @@ static void set_running(struct syncer *s, struct sstore *st, bool running)
 }
 
 /* cycle_run with its time recorded, for syncer_health. */
-static int timed_cycle(struct syncer *s, int idx, bool final, char *why, size_t whylen)
+static int timed_cycle(struct syncer *s, int idx, bool final, char *why, size_t whylen,
+                       struct syncer_report *own)
 {
     set_running(s, &s->v[idx], true);
-    int rc = cycle_run(s, idx, final, why, whylen);
+    int rc = cycle_run(s, idx, final, why, whylen, own);
     set_running(s, &s->v[idx], false);
     return rc;
 }
@@ -353,13 +354,15 @@ int syncer_sync_now(struct syncer *s, int idx, char *why, size_t whylen,
         why = local_why;
         whylen = sizeof(local_why);
     }
-    int rc = timed_cycle(s, idx, false, why, whylen);
+    /* This sync's own report: a periodic one may end right after it. */
+    struct syncer_report own = {0};
+    int rc = timed_cycle(s, idx, false, why, whylen, &own);
     pthread_mutex_lock(&s->lock);
     clock_gettime(CLOCK_MONOTONIC, &s->deferred);
     s->deferred.tv_sec += s->o.interval_s;
     pthread_mutex_unlock(&s->lock);
     if (rep)
-        syncer_last_report(s, idx, rep);
+        *rep = own;
     return rc;
 }
 
@@ -370,9 +373,10 @@ int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct sync
         why = local_why;
         whylen = sizeof(local_why);
     }
-    int rc = timed_cycle(s, idx, true, why, whylen);
+    struct syncer_report own = {0};
+    int rc = timed_cycle(s, idx, true, why, whylen, &own);
     if (rep)
-        syncer_last_report(s, idx, rep);
+        *rep = own;
     return rc;
 }
 
@@ -426,7 +430,7 @@ static void *run(void *arg)
                 if (stopping(s))
                     return NULL;
                 char why[512];
-                int rc = timed_cycle(s, (int)i, false, why, sizeof(why));
+                int rc = timed_cycle(s, (int)i, false, why, sizeof(why), NULL);
                 if (rc && rc != -ESHUTDOWN) /* ESHUTDOWN: unmounted, nothing to do */
                     log_warn("memory sync failed", "memory_store_id", s->v[i].id, "error",
                              why);

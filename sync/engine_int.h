@@ -144,7 +144,10 @@ int engine_apply(struct syncer *s, struct sstore *st, const struct cache_remote 
 /* cycle.c: one full sync of store idx (list, decide, pull, push).  final:
  * the last one before the writers go (unmount, flush): content a writer
  * still held open is pushed as it was last saved (enum cache_saved). */
-int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen);
+/* One sync of store idx; its own report in *own (may be NULL): the
+ * store's last report may already be a later sync's when it returns. */
+int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
+              struct syncer_report *own);
 /* True the first time (msg, key, key2) is seen for the life of the mount
  * (st->said, under st->said_lock): a standing warning is logged once. */
 bool engine_first_time(struct sstore *st, const char *msg, const char *key, const char *key2);

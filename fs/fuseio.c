@@ -16,7 +16,8 @@
  * How: the reply to FUSE_INIT is the first write on the device.  read()
  * notes the INIT request's unique id and whether the kernel offered the
  * flag; writev() adds the flag to the reply with that id, in a copy of
- * libfuse's buffer.  Nothing else is changed; every other request and
+ * libfuse's buffer (a reply larger than this kernel header's
+ * fuse_init_out goes as it is).  Nothing else is changed; every other request and
  * reply passes through as it is.
  *
  * Invariants: the counters are relaxed atomics (statistics only); the
@@ -25,10 +26,9 @@
  * is answered). */
 #include "fuseio.h"
 
-#include <errno.h>
 #include <linux/fuse.h>
+#include <stdbool.h>
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -81,34 +81,36 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
     return n;
 }
 
+/* Whether iov is the reply to the INIT request read, with room for flags. */
+static bool is_init_reply(const struct fuseio *io, const struct iovec *iov, int count)
+{
+    if (!io->init_unique || count < 2 || iov[0].iov_len < sizeof(struct fuse_out_header) ||
+        iov[1].iov_len < offsetof(struct fuse_init_out, flags) + sizeof(uint32_t))
+        return false;
+    const struct fuse_out_header *out = iov[0].iov_base;
+    return out->unique == io->init_unique;
+}
+
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
     struct fuseio *io = io_of(userdata);
-    if (io->init_unique && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
-        iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
-        const struct fuse_out_header *out = iov[0].iov_base;
-        if (out->unique == io->init_unique) {
-            io->init_unique = 0;
-            if (out->error == 0 && io->init_offered) {
-                struct iovec v[count];
-                memcpy(v, iov, sizeof(v));
-                char *arg = malloc(iov[1].iov_len);
-                if (arg) {
-                    memcpy(arg, iov[1].iov_base, iov[1].iov_len);
-                    ((struct fuse_init_out *)(void *)arg)->flags |= FUSE_HANDLE_KILLPRIV_V2;
-                    v[1].iov_base = arg;
-                    ssize_t n = writev(fd, v, count);
-                    int err = errno;
-                    free(arg);
-                    if (n >= 0)
-                        __atomic_store_n(&io->killpriv, true, __ATOMIC_RELAXED);
-                    errno = err;
-                    return n;
-                }
-            }
-        }
-    }
-    return writev(fd, iov, count);
+    if (!is_init_reply(io, iov, count))
+        return writev(fd, iov, count);
+    io->init_unique = 0;
+    const struct fuse_out_header *out = iov[0].iov_base;
+    /* The reply with the flag added, in a copy: libfuse's buffer stays. */
+    struct fuse_init_out arg;
+    if (out->error != 0 || !io->init_offered || iov[1].iov_len > sizeof(arg))
+        return writev(fd, iov, count);
+    memcpy(&arg, iov[1].iov_base, iov[1].iov_len);
+    arg.flags |= FUSE_HANDLE_KILLPRIV_V2;
+    struct iovec v[count];
+    memcpy(v, iov, sizeof(v));
+    v[1].iov_base = &arg;
+    ssize_t n = writev(fd, v, count);
+    if (n >= 0)
+        __atomic_store_n(&io->killpriv, true, __ATOMIC_RELAXED);
+    return n;
 }
 
 int fuseio_attach(struct fs_store *s)

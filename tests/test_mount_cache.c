@@ -32,16 +32,6 @@ static void teardown(void)
 
 TestSuite(mount_cache, .init = setup, .fini = teardown, .timeout = 200);
 
-static cJSON *status_json(void)
-{
-    char *out = NULL;
-    cr_assert_eq(mnt_sh(&E, &out, "$MFS status --json"), 0, "%s", out);
-    cJSON *j = cJSON_Parse(out);
-    cr_assert_not_null(j, "not JSON: %s", out);
-    free(out);
-    return j;
-}
-
 static double num(const cJSON *j, const char *obj, const char *key)
 {
     const cJSON *o = obj ? cJSON_GetObjectItem(j, obj) : j;
@@ -78,7 +68,7 @@ Test(mount_cache, a_file_appended_to_thousands_of_times_keeps_one_copy)
     /* the collector runs every interval: by then the log is trimmed too */
     for (int i = 0; i < WITHIN * 4; i++) {
         cJSON_Delete(j);
-        j = status_json();
+        j = sy_status_json();
         disk = disk_bytes();
         if (disk < 1024 * 1024 && num(j, "cache", "disk_bytes") >= 0 &&
             num(j, "cache", "disk_bytes") < 1024 * 1024)
@@ -122,7 +112,7 @@ Test(mount_cache, the_size_limit_evicts_clean_content_only)
     bool evicted = false;
     for (int i = 0; i < WITHIN * 4 && !evicted; i++) {
         cJSON_Delete(j);
-        j = status_json();
+        j = sy_status_json();
         evicted = num(j, NULL, "content_evicted") >= 3;
         if (!evicted)
             usleep(250 * 1000);

@@ -36,21 +36,10 @@ static void teardown(void)
 
 TestSuite(mount_kernel, .init = setup, .fini = teardown, .timeout = 150);
 
-static cJSON *status_json(void)
-{
-    char *out = NULL;
-    int rc = mnt_sh(&E, &out, "$MFS status --json");
-    cr_assert_eq(rc, 0, "%s", out);
-    cJSON *j = cJSON_Parse(out);
-    cr_assert_not_null(j, "status --json is not JSON: %s", out);
-    free(out);
-    return j;
-}
-
 /* The count of one kind of request so far (0 when never asked). */
 static long requests(const char *op)
 {
-    cJSON *j = status_json();
+    cJSON *j = sy_status_json();
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kernel");
     cr_assert_not_null(k, "status --json has no kernel object");
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(k, "requests");
@@ -63,7 +52,7 @@ static long requests(const char *op)
 
 static bool killpriv(void)
 {
-    cJSON *j = status_json();
+    cJSON *j = sy_status_json();
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kernel");
     bool on = k && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "killpriv_v2"));
     cJSON_Delete(j);

@@ -62,6 +62,10 @@ int sy_pending(void);
 /* Waits until nothing is pending (and the server is quiet for one poll). */
 bool sy_wait_clean(int timeout_s);
 
+/* `memstorefs status --json` of the (one) store, parsed (asserts that it
+ * ran and is JSON; caller deletes). */
+cJSON *sy_status_json(void);
+
 /* The daemon's log (malloc'd, "" when absent). */
 char *sy_log(void);
 /* Lines of the log holding every one of the (NULL-terminated) strings. */

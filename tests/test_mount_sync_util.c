@@ -245,6 +245,16 @@ bool sy_wait_clean(int timeout_s)
     return false;
 }
 
+cJSON *sy_status_json(void)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS status --json"), 0, "%s", out);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert_not_null(j, "status --json is not JSON: %s", out);
+    free(out);
+    return j;
+}
+
 char *sy_log(void)
 {
     char path[400];

@@ -55,7 +55,7 @@ static int record(struct cache_changes *ch, enum cache_change_kind kind, uint64_
 static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
 {
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
 }
 
@@ -72,7 +72,7 @@ static int unlink_selected(struct cache *c, const char *sql, const char *store, 
                                    : "UPDATE nodes SET parent = NULL, unlinked = 1 WHERE ino = ?",
                     &up);
     if (rc) {
-        sqlite3_finalize(st);
+        db_finish(c, st);
         return rc;
     }
     sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
@@ -87,7 +87,7 @@ static int unlink_selected(struct cache *c, const char *sql, const char *store, 
             break;
     }
     rc = (rc == SQLITE_DONE) ? 0 : (rc < 0 ? rc : db_fail(c, rc, "select gone"));
-    sqlite3_finalize(st);
+    db_finish(c, st);
     for (size_t i = 0; !rc && i < local.n; i++) {
         sqlite3_reset(up);
         sqlite3_bind_int64(up, 1, (sqlite3_int64)local.v[i].ino);
@@ -96,7 +96,7 @@ static int unlink_selected(struct cache *c, const char *sql, const char *store, 
         else
             rc = record(ch, CACHE_CH_GONE, local.v[i].parent, local.v[i].ino, local.v[i].name);
     }
-    sqlite3_finalize(up);
+    db_finish(c, up);
     if (count)
         *count = local.n;
     cache_changes_free(&local);
@@ -130,10 +130,10 @@ static int ensure_dir(struct cache *c, const char *store, uint64_t root, const c
             if (s == SQLITE_ROW) {
                 uint64_t next = (uint64_t)sqlite3_column_int64(st, 0);
                 rc = sqlite3_column_int(st, 1) ? 0 : -ENOTDIR;
-                sqlite3_finalize(st);
+                db_finish(c, st);
                 cur = next;
             } else {
-                sqlite3_finalize(st);
+                db_finish(c, st);
                 int64_t now = db_now_ns();
                 rc = db_prepare(c, "INSERT INTO nodes(store, parent, name, path, is_dir, mtime,"
                                    " ctime) VALUES (?, ?, ?, ?, 1, ?, ?)", &st);
@@ -185,7 +185,7 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
     sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, r->memory_id, -1, SQLITE_TRANSIENT);
     bool deleted = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
+    db_finish(c, st);
     if (deleted)
         return 0; /* deleted locally: the sync deletes it remotely */
     rc = db_prepare(c, "SELECT ino, parent IS NULL, state, COALESCE(sha, ''), path"
@@ -205,7 +205,7 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
         state = sqlite3_column_int(st, 2);
         same_sha = strcmp((const char *)sqlite3_column_text(st, 3), r->sha) == 0;
     }
-    sqlite3_finalize(st);
+    db_finish(c, st);
     if (found && state != CNODE_CLEAN)
         return 0; /* local changes: the sync engine decides */
     if (found && !detached) {
@@ -241,7 +241,7 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
     sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
     sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
     bool taken = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
+    db_finish(c, st);
     if (taken)
         return 0; /* a local node holds the path (a detached one stays so); the sync decides */
     int64_t now = db_now_ns();
@@ -296,7 +296,7 @@ static int load_listing(struct cache *c, const struct cache_remote *r, size_t n)
         if (sqlite3_step(st) != SQLITE_DONE)
             rc = db_fail(c, SQLITE_ERROR, "load listing");
     }
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc;
 }
 
@@ -318,7 +318,7 @@ static int touch_dirs(struct cache *c, const struct cache_changes *ch, size_t fr
         if (sqlite3_step(st) != SQLITE_DONE)
             rc = db_fail(c, SQLITE_ERROR, "touch directory");
     }
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc;
 }
 
@@ -341,7 +341,7 @@ int cache_apply_remote(struct cache *c, const char *store, const struct cache_re
     sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(st) == SQLITE_ROW)
         root = (uint64_t)sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     if (!root) {
         rc = -ENOENT;
         goto out;

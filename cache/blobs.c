@@ -39,7 +39,7 @@ int cache_blob_get(struct cache *c, const char *sha, char **buf, size_t *len)
     } else {
         rc = db_fail(c, rc, "get blob");
     }
-    sqlite3_finalize(st);
+    db_finish(c, st);
 out:
     db_unlock(c);
     return rc;
@@ -60,7 +60,7 @@ int cache_blob_put(struct cache *c, const char *sha, const char *buf, size_t len
         sqlite3_bind_blob(st, 2, len ? buf : "", (int)len, SQLITE_TRANSIENT);
         rc = sqlite3_step(st);
         rc = (rc == SQLITE_DONE) ? 0 : db_fail(c, rc, "put blob");
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;
@@ -74,7 +74,7 @@ bool cache_blob_has(struct cache *c, const char *sha)
     if (db_prepare(c, "SELECT 1 FROM blobs WHERE sha = ?", &st) == 0) {
         sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
         has = sqlite3_step(st) == SQLITE_ROW;
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return has;

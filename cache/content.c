@@ -29,7 +29,7 @@
 static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
 {
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
 }
 
@@ -137,21 +137,24 @@ int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t 
     return rc;
 }
 
-/* One UPDATE of a node of a writable store, bound (?1 value, ?2 now, ?3 ino). */
-static int update_one(struct cache *c, uint64_t ino, const char *sql, int64_t value)
+struct mark_args {
+    uint64_t ino;
+};
+
+static int mark_dirty_tx(struct cache *c, void *arg)
 {
-    db_lock(c);
-    int rc = db_writable_store(c, ino, NULL, NULL);
+    struct mark_args *a = arg;
+    int rc = db_writable_store(c, a->ino, NULL, NULL);
     sqlite3_stmt *st;
     if (!rc)
-        rc = db_prepare(c, sql, &st);
+        rc = db_prepare(c, "UPDATE nodes SET state = ?1, ctime = ?2 WHERE ino = ?3"
+                           " AND is_dir = 0 AND state = 0", &st);
     if (!rc) {
-        sqlite3_bind_int64(st, 1, value);
+        sqlite3_bind_int(st, 1, CNODE_DIRTY);
         sqlite3_bind_int64(st, 2, db_now_ns());
-        sqlite3_bind_int64(st, 3, (sqlite3_int64)ino);
-        rc = step_done(c, st, "update node");
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)a->ino);
+        rc = step_done(c, st, "mark dirty");
     }
-    db_unlock(c);
     return rc;
 }
 
@@ -180,6 +183,9 @@ int cache_set_times(struct cache *c, uint64_t ino, const int64_t *atime_ns,
 
 int cache_mark_dirty(struct cache *c, uint64_t ino)
 {
-    return update_one(c, ino, "UPDATE nodes SET state = ?1, ctime = ?2 WHERE ino = ?3"
-                              " AND is_dir = 0 AND state = 0", CNODE_DIRTY);
+    /* Lazy: the mark keeps a listing applied meanwhile (on this connection,
+     * which sees it at once) off the file; the content it announces is in
+     * memory until the FLUSH, whose commit carries the mark. */
+    struct mark_args a = {ino};
+    return db_in_tx_lazy(c, mark_dirty_tx, &a);
 }

@@ -11,6 +11,7 @@
 #include "db_internal.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,12 +161,52 @@ int db_fail(struct cache *c, int rc, const char *what)
     return db_errno(rc);
 }
 
+/* The slot of sql: its own, or the first free one on its probe path;
+ * NULL when neither is there (the statement is then not kept). */
+static struct db_kept *kept_slot(struct cache *c, const char *sql)
+{
+    size_t h = ((uintptr_t)sql >> 3) * 0x9E3779B97F4A7C15ull >> 57; /* 0..127 */
+    for (size_t i = 0; i < 8; i++) {
+        struct db_kept *k = &c->kept[(h + i) % DB_KEPT];
+        if (!k->st || k->sql == sql)
+            return k;
+    }
+    return NULL;
+}
+
 int db_prepare(struct cache *c, const char *sql, sqlite3_stmt **st)
 {
-    int rc = sqlite3_prepare_v2(c->db, sql, -1, st, NULL);
-    if (rc != SQLITE_OK)
+    struct db_kept *k = kept_slot(c, sql);
+    if (k && k->st && !k->busy && strcmp(sqlite3_sql(k->st), sql) == 0) {
+        k->busy = true;
+        *st = k->st;
+        return 0;
+    }
+    bool keep = k && !k->st;
+    int rc = sqlite3_prepare_v3(c->db, sql, -1, keep ? SQLITE_PREPARE_PERSISTENT : 0, st, NULL);
+    if (rc != SQLITE_OK) {
+        *st = NULL;
         return db_fail(c, rc, sql);
+    }
+    if (keep && *st) {
+        k->sql = sql;
+        k->st = *st;
+        k->busy = true;
+    }
     return 0;
+}
+
+void db_finish(struct cache *c, sqlite3_stmt *st)
+{
+    if (!st)
+        return;
+    for (size_t i = 0; i < DB_KEPT; i++)
+        if (c->kept[i].st == st) {
+            db_done(st);
+            c->kept[i].busy = false;
+            return;
+        }
+    sqlite3_finalize(st);
 }
 
 int db_cached(struct cache *c, enum db_slot slot, const char *sql, sqlite3_stmt **st)
@@ -211,7 +252,7 @@ int db_exec_bound(struct cache *c, const char *sql, const char *text)
         return rc;
     sqlite3_bind_text(st, 1, text, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, sql);
 }
 
@@ -229,7 +270,8 @@ static int run_cached(struct cache *c, enum db_slot slot, const char *sql)
 
 int db_begin(struct cache *c)
 {
-    int rc = run_cached(c, DB_ST_BEGIN, "BEGIN IMMEDIATE");
+    int rc = c->lazy ? run_cached(c, DB_ST_SAVEPOINT, "SAVEPOINT lazy_part")
+                     : run_cached(c, DB_ST_BEGIN, "BEGIN IMMEDIATE");
     /* Every write transaction first writes the saved marks still in
      * memory (content.c), so none lands after a later change of its row. */
     if (!rc && (rc = db_apply_saved(c)) != 0)
@@ -239,13 +281,36 @@ int db_begin(struct cache *c)
 
 int db_commit(struct cache *c)
 {
+    if (c->lazy) {
+        int rc = run_cached(c, DB_ST_RELEASE, "RELEASE lazy_part");
+        if (rc)
+            return rc; /* the caller's db_rollback undoes its part */
+        c->lazy = false; /* a failed COMMIT below: the caller rolls all back */
+    }
     return run_cached(c, DB_ST_COMMIT, "COMMIT");
 }
 
 void db_rollback(struct cache *c)
 {
+    if (c->lazy) {
+        /* This part only: the lazy work before it stays (committed soon,
+         * db_unlock seeing the changes count move). */
+        sqlite3_exec(c->db, "ROLLBACK TO lazy_part; RELEASE lazy_part", NULL, NULL, NULL);
+        return;
+    }
     if (!sqlite3_get_autocommit(c->db))
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int db_settle(struct cache *c)
+{
+    if (!c->lazy)
+        return 0;
+    c->lazy = false;
+    int rc = run_cached(c, DB_ST_COMMIT, "COMMIT");
+    if (rc && !sqlite3_get_autocommit(c->db))
+        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
 }
 
 int db_collect(struct cache *c, sqlite3_stmt *st, size_t elem, void **out, size_t *n,
@@ -276,7 +341,7 @@ int db_collect(struct cache *c, sqlite3_stmt *st, size_t elem, void **out, size_
         rc = 0;
     else if (rc > 0)
         rc = db_fail(c, rc, what);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc;
 }
 
@@ -334,7 +399,7 @@ static int add_column(struct cache *c, const char *table, const char *column, co
     if (rc)
         return rc;
     bool have = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
+    db_finish(c, st);
     if (have)
         return 0;
     sql = sqlite3_mprintf("ALTER TABLE \"%w\" ADD COLUMN \"%w\" %s", table, column, decl);
@@ -409,10 +474,16 @@ void cache_close(struct cache **cp)
     struct cache *c = cp ? *cp : NULL;
     if (!c)
         return;
-    if (c->db)
+    if (c->db) {
         db_saver_stop(c);
+        db_lock(c);
+        (void)db_settle(c);
+        pthread_mutex_unlock(&c->lock);
+    }
     for (int i = 0; i < DB_ST_N; i++)
         sqlite3_finalize(c->cached[i]);
+    for (int i = 0; i < DB_KEPT; i++)
+        sqlite3_finalize(c->kept[i].st);
     if (c->db)
         sqlite3_close_v2(c->db);
     pthread_mutex_destroy(&c->lock);

@@ -23,11 +23,26 @@ enum db_slot {
     DB_ST_BEGIN,         /* BEGIN IMMEDIATE */
     DB_ST_COMMIT,        /* COMMIT */
     DB_ST_MARK_SAVED,    /* content.c: held -> saved */
+    DB_ST_SAVEPOINT,     /* a part joining the open lazy transaction */
+    DB_ST_RELEASE,       /* its end */
     DB_ST_N
+};
+
+/* Every other statement made by db_prepare is kept too, up to DB_KEPT of
+ * them, keyed by the address of its SQL text and checked against the text
+ * itself (a statement built in a buffer is never mistaken for another);
+ * one in use (a nested call of the same statement) is not lent twice: the
+ * second caller gets a statement of its own, finalized by db_finish. */
+#define DB_KEPT 128
+struct db_kept {
+    const char *sql;   /* the caller's text: the key */
+    sqlite3_stmt *st;
+    bool busy;         /* lent out: between db_prepare and db_finish */
 };
 
 struct cache {
     sqlite3 *db;           /* guarded by lock */
+    struct db_kept kept[DB_KEPT]; /* guarded by lock; finalized by cache_close */
     pthread_mutex_t lock;  /* taken by every public cache_* call, never held on return */
     char *dir;
     sqlite3_stmt *cached[DB_ST_N]; /* guarded by lock; finalized by cache_close */
@@ -40,6 +55,12 @@ struct cache {
     pthread_cond_t saved_cond;
     pthread_t saver_thr;
     bool saver_running, saver_failed, saver_stop, saver_retry, saver_idle;
+    /* The lazy transaction (saved.c): open while lazy, since lazy_since;
+     * lazy_mark is sqlite3_total_changes64 after its last lazy part, so
+     * db_unlock sees any other write made into it and commits it. */
+    bool lazy;
+    struct timespec lazy_since;
+    sqlite3_int64 lazy_mark;
 };
 
 /* The kept statement of slot (prepared from sql the first time), reset and
@@ -54,21 +75,40 @@ int db_errno(int rc);
 /* Logs a SQLite failure (with the statement's text) and returns db_errno. */
 int db_fail(struct cache *c, int rc, const char *what);
 
+/* A statement for sql, kept from an earlier call when there is one (see
+ * DB_KEPT); the caller holds c->lock and gives it back with db_finish
+ * (never sqlite3_finalize), which resets it and clears its bindings. */
 int db_prepare(struct cache *c, const char *sql, sqlite3_stmt **st);
+void db_finish(struct cache *c, sqlite3_stmt *st);
 /* Runs sql with no results. */
 int db_exec(struct cache *c, const char *sql);
 /* Runs one statement with no results, its ?1 bound to text. */
 int db_exec_bound(struct cache *c, const char *sql, const char *text);
+/* A write transaction: BEGIN IMMEDIATE, or a savepoint of the open lazy
+ * transaction (saved.c), which the commit then commits with it; a
+ * rollback undoes this part only. */
 int db_begin(struct cache *c);
 int db_commit(struct cache *c);
 void db_rollback(struct cache *c);
+/* Ends a db_begin without committing: the work joins the lazy transaction,
+ * committed by the next db_commit, by any other write (db_unlock) or by
+ * the saver LAZY_DELAY_MS later (saved.c).  Only for work a crash may lose
+ * without losing anything closed or fsynced. */
+int db_commit_lazy(struct cache *c);
+/* Commits the lazy transaction, if one is open.  Caller holds c->lock. */
+int db_settle(struct cache *c);
 
 static inline void db_lock(struct cache *c)
 {
     pthread_mutex_lock(&c->lock);
 }
+/* A public call that wrote anything outside a lazy part commits the lazy
+ * transaction before it returns, so every other write is as durable as
+ * it was without one. */
 static inline void db_unlock(struct cache *c)
 {
+    if (c->lazy && sqlite3_total_changes64(c->db) != c->lazy_mark)
+        (void)db_settle(c);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -84,10 +124,12 @@ int db_tombstone(struct cache *c, const char *store_id, const char *memory_id, c
  * c->lock:  a node by ino (live or not; -ENOENT when absent); the store of
  * a node (its id in store_out, CACHE_ID_MAX bytes, may be NULL; its root)
  * and -EROFS for a read-only one; body(c, arg) run in one transaction
- * (db_in_tx takes the lock itself). */
+ * (db_in_tx takes the lock itself; db_in_tx_lazy ends it with
+ * db_commit_lazy). */
 int db_get_node(struct cache *c, uint64_t ino, struct cnode *out);
 int db_writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *root);
 int db_in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg);
+int db_in_tx_lazy(struct cache *c, int (*body)(struct cache *, void *), void *arg);
 /* Writes the saved marks cache_mark_saved deferred (cache/saved.c).  The
  * caller holds c->lock; inside a transaction or not.  db_begin calls it,
  * so every write transaction starts with them. */

@@ -71,7 +71,7 @@ static int pragma_int(struct cache *c, const char *sql, int64_t *v)
     rc = sqlite3_step(st);
     *v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
     rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(c, rc, sql);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc;
 }
 
@@ -79,6 +79,7 @@ static int pragma_int(struct cache *c, const char *sql, int64_t *v)
  * reads it (never waiting: another process may be reading). */
 static void give_back(struct cache *c)
 {
+    (void)db_settle(c); /* a checkpoint waits for no open transaction of ours */
     sqlite3_exec(c->db, "PRAGMA incremental_vacuum", NULL, NULL, NULL);
     sqlite3_busy_timeout(c->db, 0);
     sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
@@ -88,6 +89,7 @@ static void give_back(struct cache *c)
 int cache_trim_log(struct cache *c)
 {
     db_lock(c);
+    (void)db_settle(c);
     sqlite3_busy_timeout(c->db, 0);
     int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
     sqlite3_busy_timeout(c->db, 10000);
@@ -149,7 +151,7 @@ static int content_bytes(struct cache *c, uint64_t *bytes, uint64_t *blobs)
     } else {
         rc = db_fail(c, rc, "content size");
     }
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc;
 }
 
@@ -169,22 +171,33 @@ int cache_usage(struct cache *c, struct cache_usage *u)
     return rc;
 }
 
-int cache_mark_used(struct cache *c, uint64_t ino, int64_t now_ns)
+struct used_args {
+    uint64_t ino;
+    int64_t now_ns;
+};
+
+static int mark_used_tx(struct cache *c, void *arg)
 {
+    struct used_args *a = arg;
     sqlite3_stmt *st;
-    db_lock(c);
     int rc = db_prepare(c, "UPDATE nodes SET used = ?2 WHERE ino = ?1 AND COALESCE(used, 0) < ?3",
                         &st);
     if (!rc) {
-        sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-        sqlite3_bind_int64(st, 2, now_ns);
-        sqlite3_bind_int64(st, 3, now_ns - USED_GRANULARITY_NS);
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)a->ino);
+        sqlite3_bind_int64(st, 2, a->now_ns);
+        sqlite3_bind_int64(st, 3, a->now_ns - USED_GRANULARITY_NS);
         rc = sqlite3_step(st);
         rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "mark used");
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
-    db_unlock(c);
     return rc;
+}
+
+int cache_mark_used(struct cache *c, uint64_t ino, int64_t now_ns)
+{
+    /* Lazy: a stamp for the eviction order; a crash may lose it. */
+    struct used_args a = {ino, now_ns};
+    return db_in_tx_lazy(c, mark_used_tx, &a);
 }
 
 /* Conflict records past the policy: older than max_age, or beyond the
@@ -201,7 +214,7 @@ static int prune_conflicts(struct cache *c, const struct cache_policy *p, int64_
         sqlite3_bind_int64(st, 1, now - p->conflicts_max_age_ns);
         rc = sqlite3_step(st);
         rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "prune old conflicts");
-        sqlite3_finalize(st);
+        db_finish(c, st);
         if (!rc)
             *pruned += (uint64_t)sqlite3_changes(c->db);
     }
@@ -214,7 +227,7 @@ static int prune_conflicts(struct cache *c, const struct cache_policy *p, int64_
         sqlite3_bind_int64(st, 1, (sqlite3_int64)p->conflicts_keep);
         rc = sqlite3_step(st);
         rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "prune conflicts");
-        sqlite3_finalize(st);
+        db_finish(c, st);
         if (!rc)
             *pruned += (uint64_t)sqlite3_changes(c->db);
     }
@@ -246,7 +259,7 @@ static bool in_use(struct cache *c, const char *sha, cache_busy_fn busy, void *a
     bool used = false;
     while (!used && sqlite3_step(st) == SQLITE_ROW)
         used = busy(arg, (uint64_t)sqlite3_column_int64(st, 0));
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return used;
 }
 
@@ -294,8 +307,8 @@ static int evict(struct cache *c, uint64_t max, cache_busy_fn busy, void *arg,
         r->evicted++;
         r->evicted_bytes += v[i].len;
     }
-    sqlite3_finalize(del);
-    sqlite3_finalize(mark);
+    db_finish(c, del);
+    db_finish(c, mark);
     free(items);
     r->over_limit = total > max;
     return rc;
@@ -341,7 +354,7 @@ int cache_conflicts_drop(struct cache *c, int64_t id, int64_t before_ns, uint64_
             sqlite3_bind_int64(st, 2, before_ns);
         rc = sqlite3_step(st);
         rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "drop conflicts");
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     uint64_t n = rc ? 0 : (uint64_t)sqlite3_changes(c->db);
     if (!rc && id > 0 && n == 0)

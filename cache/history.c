@@ -24,7 +24,7 @@
 static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
 {
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
 }
 
@@ -59,7 +59,7 @@ int cache_versions_note(struct cache *c, const char *store_id, const struct cach
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
     }
-    sqlite3_finalize(st);
+    db_finish(c, st);
     if (!rc)
         rc = db_commit(c);
     if (rc)
@@ -129,7 +129,7 @@ int cache_file_history(struct cache *c, uint64_t ino, struct cache_file_history 
         } else {
             rc = s == SQLITE_DONE ? -ENOENT : db_fail(c, s, "file history");
         }
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;
@@ -150,7 +150,7 @@ int cache_file_of_memory(struct cache *c, const char *store_id, const char *memo
         rc = s == SQLITE_ROW    ? db_row_to_node(st, out)
              : s == SQLITE_DONE ? -ENOENT
                                 : db_fail(c, s, "file of memory");
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;
@@ -171,7 +171,7 @@ int cache_node_at(struct cache *c, const char *store_id, const char *path, struc
         rc = s == SQLITE_ROW    ? db_row_to_node(st, out)
              : s == SQLITE_DONE ? -ENOENT
                                 : db_fail(c, s, "node at path");
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;
@@ -192,7 +192,7 @@ int cache_deletion_at(struct cache *c, const char *store_id, const char *path,
         if (s == SQLITE_ROW)
             snprintf(memory_id, CACHE_ID_MAX, "%s", sqlite3_column_text(st, 0));
         rc = s == SQLITE_ROW ? 0 : s == SQLITE_DONE ? -ENOENT : db_fail(c, s, "deletion at");
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;
@@ -225,7 +225,7 @@ int cache_conflict_get(struct cache *c, int64_t id, char store_id[CACHE_ID_MAX],
         } else {
             rc = s == SQLITE_DONE ? -ENOENT : db_fail(c, s, "get conflict");
         }
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;

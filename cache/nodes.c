@@ -95,7 +95,7 @@ int cache_store_attach(struct cache *c, const char *store_id, bool read_only, ui
     sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(st) == SQLITE_ROW) {
         *root_ino = (uint64_t)sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
+        db_finish(c, st);
         /* Unlinked nodes were kept only while a kernel referenced them; no
          * kernel references a store that is being attached (its host lock
          * is held), while other stores of a shared cache directory may be
@@ -108,7 +108,7 @@ int cache_store_attach(struct cache *c, const char *store_id, bool read_only, ui
             rc = db_fail(c, rc, "drop unlinked nodes");
             goto out;
         }
-        sqlite3_finalize(st);
+        db_finish(c, st);
         st = NULL;
         /* Content a writer of the last session still held open is what it
          * last closed: saved now, no writer can come back for it. */
@@ -126,7 +126,7 @@ int cache_store_attach(struct cache *c, const char *store_id, bool read_only, ui
             rc = db_fail(c, rc, "end kept deletions");
             goto out;
         }
-        sqlite3_finalize(st);
+        db_finish(c, st);
         st = NULL;
         rc = db_prepare(c, "UPDATE stores SET read_only = ? WHERE id = ?", &st);
         if (rc)
@@ -134,7 +134,7 @@ int cache_store_attach(struct cache *c, const char *store_id, bool read_only, ui
         sqlite3_bind_int(st, 1, read_only);
         sqlite3_bind_text(st, 2, store_id, -1, SQLITE_TRANSIENT);
     } else {
-        sqlite3_finalize(st);
+        db_finish(c, st);
         int64_t now = db_now_ns();
         rc = db_prepare(c, "INSERT INTO nodes(store, parent, name, path, is_dir, mtime, ctime)"
                            " VALUES (?, NULL, '', '/', 1, ?, ?)", &st);
@@ -147,7 +147,7 @@ int cache_store_attach(struct cache *c, const char *store_id, bool read_only, ui
             rc = db_fail(c, rc, "insert root");
             goto out;
         }
-        sqlite3_finalize(st);
+        db_finish(c, st);
         *root_ino = (uint64_t)sqlite3_last_insert_rowid(c->db);
         rc = db_prepare(c, "INSERT INTO stores(id, root, read_only) VALUES (?, ?, ?)", &st);
         if (rc)
@@ -162,7 +162,7 @@ int cache_store_attach(struct cache *c, const char *store_id, bool read_only, ui
     }
     rc = db_commit(c);
 out:
-    sqlite3_finalize(st);
+    db_finish(c, st);
     if (rc)
         db_rollback(c);
     db_unlock(c);
@@ -207,11 +207,11 @@ static int each_node(struct cache *c, sqlite3_stmt *st, cache_node_fn fn, void *
             r = fn(arg, &n);
         cnode_clear(&n);
         if (r) {
-            sqlite3_finalize(st);
+            db_finish(c, st);
             return r;
         }
     }
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "list nodes");
 }
 
@@ -255,7 +255,7 @@ int cache_store_set_mode(struct cache *c, const char *store_id, enum cache_del_m
         rc = sqlite3_step(st);
         rc = rc == SQLITE_DONE ? (sqlite3_changes(c->db) ? 0 : -ENOENT)
                                : db_fail(c, rc, "set deletion mode");
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;
@@ -291,7 +291,7 @@ int cache_store_pending(struct cache *c, const char *store_id, struct cache_stor
         } else {
             rc = db_fail(c, rc, "store pending");
         }
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;
@@ -335,7 +335,7 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
         } else {
             rc = db_fail(c, rc, "store stats");
         }
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;

@@ -44,7 +44,7 @@ int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_n
         rc = r; /* fn's value (or -ENOMEM) */
     else
         rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "dirty files");
-    sqlite3_finalize(st);
+    db_finish(c, st);
 out:
     db_unlock(c);
     return rc;
@@ -71,7 +71,7 @@ int cache_store_has_local_work(struct cache *c, const char *store_id, bool final
         } else {
             rc = db_fail(c, rc, "local work");
         }
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;
@@ -177,7 +177,7 @@ int cache_tombstone_drop(struct cache *c, const char *store_id, const char *memo
         sqlite3_bind_text(st, 2, memory_id, -1, SQLITE_TRANSIENT);
         rc = sqlite3_step(st);
         rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "drop tombstone");
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;

@@ -21,7 +21,7 @@
 static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
 {
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
 }
 
@@ -77,7 +77,7 @@ int cache_drop_if(struct cache *c, uint64_t ino, const char *expect_sha, const c
     } else {
         rc = -EAGAIN;
     }
-    sqlite3_finalize(st);
+    db_finish(c, st);
     if (!rc)
         /* sha goes too: a buffer still open on the file then sees that its
          * node moved, and keeps its bytes as a conflict (write.c). */
@@ -206,7 +206,7 @@ int cache_conflict_content(struct cache *c, int64_t id, char **buf, size_t *len)
             snprintf(sha, sizeof(sha), "%s", sqlite3_column_text(st, 0));
         else
             rc = -ENOENT;
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc ? rc : cache_blob_get(c, sha, buf, len);

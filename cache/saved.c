@@ -28,8 +28,11 @@
 #include <time.h>
 
 #include "db_internal.h"
+#include "log.h"
 
 #define SAVE_DELAY_MS 5
+/* A lazy transaction is committed at most this long after it opened. */
+#define LAZY_DELAY_MS 5
 /* After a failed write, the saver tries again this much later. */
 #define RETRY_MS 1000
 
@@ -80,31 +83,54 @@ static bool before(const struct timespec *a, const struct timespec *b)
     return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
-/* Sleeps untimed only when no mark waits (and is then woken by the first
- * mark of a group); otherwise wakes at the group's deadline, so a burst
- * that keeps carrying the marks costs it one wake-up each SAVE_DELAY_MS,
- * not one a mark. */
+/* The time the saver must act at: the marks' group deadline and the lazy
+ * transaction's, whichever is first.  False when neither waits. */
+static bool next_deadline(struct cache *c, struct timespec *until)
+{
+    bool any = false;
+    if (c->n_saved) {
+        *until = c->saved_since;
+        add_ms(until, c->saver_retry ? RETRY_MS : SAVE_DELAY_MS);
+        any = true;
+    }
+    if (c->lazy) {
+        struct timespec t = c->lazy_since;
+        add_ms(&t, LAZY_DELAY_MS);
+        if (!any || before(&t, until))
+            *until = t;
+        any = true;
+    }
+    return any;
+}
+
+/* Sleeps untimed only when nothing waits (and is then woken by the first
+ * mark of a group or the start of a lazy transaction); otherwise wakes at
+ * the first deadline, so a burst that keeps carrying the marks and the
+ * lazy work costs it one wake-up each few milliseconds, not one a file. */
 static void *saver(void *arg)
 {
     struct cache *c = arg;
     db_lock(c);
     while (!c->saver_stop) {
-        if (!c->n_saved) {
+        struct timespec until, now;
+        if (!next_deadline(c, &until)) {
             c->saver_idle = true;
             pthread_cond_wait(&c->saved_cond, &c->lock);
             c->saver_idle = false;
             continue;
         }
-        struct timespec until = c->saved_since, now;
-        add_ms(&until, c->saver_retry ? RETRY_MS : SAVE_DELAY_MS);
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (before(&now, &until)) {
             pthread_cond_timedwait(&c->saved_cond, &c->lock, &until);
             continue; /* look again: the group may be gone or be a new one */
         }
-        c->saver_retry = db_apply_saved(c) != 0;
-        if (c->saver_retry)
-            clock_gettime(CLOCK_MONOTONIC, &c->saved_since);
+        if (c->lazy && db_settle(c) != 0)
+            log_error("cannot commit the cache's recent changes", "error", sqlite3_errmsg(c->db));
+        if (c->n_saved) {
+            c->saver_retry = db_apply_saved(c) != 0;
+            if (c->saver_retry)
+                clock_gettime(CLOCK_MONOTONIC, &c->saved_since);
+        }
     }
     db_unlock(c);
     return NULL;
@@ -172,4 +198,27 @@ int cache_mark_saved(struct cache *c, uint64_t ino)
     }
     db_unlock(c);
     return rc;
+}
+
+int db_commit_lazy(struct cache *c)
+{
+    if (c->lazy) {
+        sqlite3_stmt *st;
+        int rc = db_cached(c, DB_ST_RELEASE, "RELEASE lazy_part", &st);
+        if (rc)
+            return rc;
+        rc = sqlite3_step(st);
+        db_done(st);
+        if (rc != SQLITE_DONE)
+            return db_fail(c, rc, "RELEASE lazy_part");
+    } else if (c->saver_stop || !saver_start(c)) {
+        return db_commit(c); /* nobody would commit it later: now */
+    } else {
+        c->lazy = true;
+        clock_gettime(CLOCK_MONOTONIC, &c->lazy_since);
+        if (c->saver_idle)
+            pthread_cond_signal(&c->saved_cond);
+    }
+    c->lazy_mark = sqlite3_total_changes64(c->db);
+    return 0;
 }

@@ -37,7 +37,7 @@
 static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
 {
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
 }
 
@@ -104,10 +104,10 @@ int cache_sent_add(struct cache *c, const char *store_id, struct cache_sent *v, 
         else
             x->id = sqlite3_last_insert_rowid(c->db);
     }
-    sqlite3_finalize(find);
-    sqlite3_finalize(touch);
-    sqlite3_finalize(ins);
-    sqlite3_finalize(still);
+    db_finish(c, find);
+    db_finish(c, touch);
+    db_finish(c, ins);
+    db_finish(c, still);
     if (!rc)
         rc = db_commit(c);
     if (rc)
@@ -198,7 +198,7 @@ static int store_mode(struct cache *c, const char *store_id)
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
         if (sqlite3_step(st) == SQLITE_ROW)
             mode = sqlite3_column_int(st, 0);
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     return mode;
 }
@@ -237,7 +237,7 @@ static int foreign_id(struct cache *c, const char *store_id, const char *memory_
     sqlite3_bind_int64(st, 3, (sqlite3_int64)ino);
     int s = sqlite3_step(st);
     *foreign = s == SQLITE_ROW;
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : db_fail(c, s, "check memory id");
 }
 
@@ -256,7 +256,7 @@ static int live_owner(struct cache *c, const char *store_id, const char *memory_
     sqlite3_bind_text(st, 2, memory_id, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(st) == SQLITE_ROW)
         *ino = (uint64_t)sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return 0;
 }
 
@@ -280,7 +280,7 @@ static int find_target(struct cache *c, int64_t sent_id, uint64_t ino, struct ta
         sqlite3_bind_int64(st, 1, sent_id);
         if (sqlite3_step(st) == SQLITE_ROW)
             ino = (uint64_t)sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     t->ino = ino;
     rc = db_prepare(c, "SELECT COALESCE(memory_id, ''), unlinked = 0 AND parent IS NOT NULL"
@@ -293,7 +293,7 @@ static int find_target(struct cache *c, int64_t sent_id, uint64_t ino, struct ta
                  (const char *)sqlite3_column_text(st, 0));
         t->live = sqlite3_column_int(st, 1) != 0;
     }
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return 0;
 }
 
@@ -378,7 +378,7 @@ uint64_t cache_sent_owner(struct cache *c, int64_t sent_id)
         sqlite3_bind_int64(st, 1, sent_id);
         if (sqlite3_step(st) == SQLITE_ROW)
             ino = (uint64_t)sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return ino;
@@ -408,7 +408,7 @@ int cache_baseline_of(struct cache *c, const char *store_id, const char *memory_
         } else {
             rc = -ENOENT;
         }
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     db_unlock(c);
     return rc;
@@ -432,7 +432,7 @@ int cache_mark_synced(struct cache *c, uint64_t ino, const char *memory_id, cons
     if (!rc) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
         rc = sqlite3_step(st) == SQLITE_ROW ? 0 : -ENOENT;
-        sqlite3_finalize(st);
+        db_finish(c, st);
     }
     if (!rc)
         rc = set_baseline(c, ino, memory_id, sha, path);

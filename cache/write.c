@@ -74,7 +74,7 @@
 static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
 {
     int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
 }
 
@@ -236,22 +236,32 @@ static bool has_children(struct cache *c, uint64_t dir)
         return true;
     sqlite3_bind_int64(st, 1, (sqlite3_int64)dir);
     bool any = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
+    db_finish(c, st);
     return any;
 }
 
-int db_in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg)
+static int in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg, bool lazy)
 {
     db_lock(c);
     int rc = db_begin(c);
     if (!rc)
         rc = body(c, arg);
     if (!rc)
-        rc = db_commit(c);
+        rc = lazy ? db_commit_lazy(c) : db_commit(c);
     if (rc)
         db_rollback(c);
     db_unlock(c);
     return rc;
+}
+
+int db_in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg)
+{
+    return in_tx(c, body, arg, false);
+}
+
+int db_in_tx_lazy(struct cache *c, int (*body)(struct cache *, void *), void *arg)
+{
+    return in_tx(c, body, arg, true);
 }
 
 struct create_args {
@@ -335,7 +345,10 @@ int cache_create_open(struct cache *c, uint64_t parent, const char *name, int64_
     if (out)
         memset(out, 0, sizeof(*out));
     struct create_args a = {parent, name, false, true, now_ns, out};
-    return db_in_tx(c, create_tx, &a);
+    /* Lazy: an open's file is unsaved, never pushed before its FLUSH, whose
+     * commit carries this one; a crash before it loses an empty file no
+     * close has returned for. */
+    return db_in_tx_lazy(c, create_tx, &a);
 }
 
 struct unlink_args {
@@ -408,7 +421,7 @@ static int check_subtree(struct cache *c, const char *store, const char *old_pat
     } else {
         rc = db_fail(c, rc, "check subtree");
     }
-    sqlite3_finalize(st);
+    db_finish(c, st);
     if (rc || max_len == 0)
         return rc;
     long long old_segs = 0, new_segs = 0;

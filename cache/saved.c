@@ -19,6 +19,17 @@
  * done).  A mark lost to a crash is made at the next attach, which saves
  * all held content (no writer of a past session can come back).
  *
+ * The lazy transaction is the same idea for three writes a crash may lose
+ * without losing anything closed or fsynced (an open's new file, a first
+ * write's dirty mark, an eviction stamp; docs/architecture.md, "The
+ * cache"): db_commit_lazy leaves the transaction open (c->lazy) and the
+ * next lazy part joins it as the savepoint lazy_part.  It is committed by
+ * the next db_commit, by db_unlock when any other write went into it
+ * (sqlite3_total_changes64 moved past c->lazy_mark), by db_settle before
+ * a checkpoint, by the saver LAZY_DELAY_MS after it opened, and at
+ * cache_close.  Without a saver (it could not start, or it is stopping)
+ * db_commit_lazy commits at once.
+ *
  * Threads: the saver is started at the first deferred mark and stopped by
  * db_saver_stop (cache_close).  It waits on c->saved_cond with c->lock,
  * the cache's one lock; c->saved, n_saved and the saver fields are

@@ -68,6 +68,10 @@ void cnode_clear(struct cnode *n);
  * cache_close, which accepts NULL and NULLs the pointer. */
 int cache_open(const char *dir, struct cache **out);
 void cache_close(struct cache **c);
+/* Process-wide counts of the cache's WAL I/O (cache/walbuf.c): the writes
+ * SQLite made to write-ahead logs, and the calls that reached the file
+ * system for them (one a commit when the buffer works). */
+void cache_wal_io(uint64_t *writes, uint64_t *flushes);
 
 /* Makes sure the store has a row and a root node; gives the root's ino.
  * A new mount is a new session: the deletions an earlier session kept

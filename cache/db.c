@@ -45,7 +45,11 @@ static const char schema[] =
     "  unlinked INTEGER NOT NULL DEFAULT 0,"
     "  UNIQUE(parent, name));"
     "CREATE INDEX IF NOT EXISTS nodes_store_path ON nodes(store, path);"
-    "CREATE INDEX IF NOT EXISTS nodes_store_mem ON nodes(store, memory_id);"
+    /* memory ids: only synced files have one, so a new file is not in it
+     * (every lookup is memory_id = ?, which the partial index serves);
+     * nodes_store_mem was the same over every row */
+    "DROP INDEX IF EXISTS nodes_store_mem;"
+    "CREATE INDEX IF NOT EXISTS nodes_mem ON nodes(store, memory_id) WHERE memory_id IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS blobs(sha TEXT PRIMARY KEY, data BLOB NOT NULL);"
     /* memories deleted locally, until the sync deletes them remotely */
     "CREATE TABLE IF NOT EXISTS tombstones("
@@ -78,7 +82,10 @@ static const char schema[] =
  * after added_columns, with the indexes that keep each check one lookup. */
 static const char schema_gc[] =
     "CREATE INDEX IF NOT EXISTS nodes_sha ON nodes(sha);"
-    "CREATE INDEX IF NOT EXISTS nodes_base_sha ON nodes(base_sha);"
+    /* baselines: a never-synced file has none (nodes_base_sha was over
+     * every row) */
+    "DROP INDEX IF EXISTS nodes_base_sha;"
+    "CREATE INDEX IF NOT EXISTS nodes_base ON nodes(base_sha) WHERE base_sha IS NOT NULL;"
     "CREATE INDEX IF NOT EXISTS conflicts_local_sha ON conflicts(local_sha);"
     "CREATE INDEX IF NOT EXISTS conflicts_store_at ON conflicts(store, at);"
     "CREATE INDEX IF NOT EXISTS sent_sha ON sent(sha);"
@@ -429,7 +436,7 @@ int cache_open(const char *dir, struct cache **out)
         goto fail;
     int src = sqlite3_open_v2(file, &c->db,
                               SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                              NULL);
+                              db_vfs());
     if (src != SQLITE_OK) {
         log_error("cannot open the cache database", "file", file,
                   "error", c->db ? sqlite3_errmsg(c->db) : "out of memory");

@@ -114,6 +114,13 @@ static inline void db_unlock(struct cache *c)
 
 int64_t db_now_ns(void);
 
+/* The cache's SQLite VFS (walbuf.c: the default one, with each WAL commit
+ * written in one call), registered at the first call; NULL when it could
+ * not be (the default VFS is then used). */
+#define DB_VFS_NAME "memstorefs-walbuf"
+const char *db_vfs(void);
+
+
 /* Records memory_id as deleted locally (INSERT OR REPLACE a tombstone) with
  * base (sha, path) and mode (-1: the store's current mode).  Caller holds
  * c->lock. */

@@ -1,0 +1,114 @@
+/* test_cache_wal.c - the cache's VFS (cache/walbuf.c): a commit's WAL
+ * frames reach the file system in one write (a few for a large one), and
+ * before the commit is published: another connection, with SQLite's own
+ * VFS, reads every commit the moment the call that made it returns. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "cache.h"
+
+static char dir[64];
+static struct cache *C;
+static uint64_t root;
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/mfs-cw-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(cache_open(dir, &C), 0);
+    cr_assert_eq(cache_store_attach(C, "memstore_w", false, &root), 0);
+}
+
+static void teardown(void)
+{
+    cache_close(&C);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+
+TestSuite(cache_wal, .init = setup, .fini = teardown, .timeout = 30);
+
+/* The size and content hash of name, as another connection reads them;
+ * -1 when it has no such file. */
+static long long size_on_disk(const char *name, char sha[65])
+{
+    char db[128];
+    snprintf(db, sizeof(db), "%s/cache.db", dir);
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(h, 2000);
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(h,
+                                    "SELECT n.size, n.sha, length(b.data) FROM nodes n"
+                                    " JOIN blobs b ON b.sha = n.sha WHERE n.name = ?"
+                                    " AND n.unlinked = 0", -1, &st, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    long long v = -1;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        v = sqlite3_column_int64(st, 0);
+        snprintf(sha, 65, "%s", (const char *)sqlite3_column_text(st, 1));
+        cr_expect_eq(sqlite3_column_int64(st, 2), v, "%s: the blob is not the file's size", name);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return v;
+}
+
+Test(cache_wal, a_commit_is_one_write_and_is_read_at_once)
+{
+    uint64_t w0, f0, w1, f1;
+    cache_wal_io(&w0, &f0);
+    const int n = 40;
+    for (int i = 0; i < n; i++) {
+        char name[32], body[4096];
+        snprintf(name, sizeof(name), "n%d.md", i);
+        memset(body, 'a' + i % 26, sizeof(body));
+        struct cnode f;
+        cr_assert_eq(cache_create_open(C, root, name, 1, &f), 0);
+        cr_assert_eq(cache_set_content_if(C, f.ino, body, sizeof(body), 2, f.sha, false, NULL), 0);
+        char want[65], got[65] = "";
+        sha256_hex(body, sizeof(body), want);
+        cr_assert_eq(size_on_disk(name, got), (long long)sizeof(body),
+                     "%s: another connection does not read the commit", name);
+        cr_assert_str_eq(got, want);
+        cnode_clear(&f);
+    }
+    cache_wal_io(&w1, &f1);
+    /* Each create and save: one commit (the create rides on the save's),
+     * a dozen pages, two writes a page from SQLite. */
+    cr_expect_geq(w1 - w0, (uint64_t)n * 8, "%llu WAL writes for %d commits",
+                  (unsigned long long)(w1 - w0), n);
+    cr_expect_leq(f1 - f0, (uint64_t)n + 4, "%llu writes reached the file system for %d commits",
+                  (unsigned long long)(f1 - f0), n);
+}
+
+Test(cache_wal, a_large_commit_goes_out_whole)
+{
+    static char body[100 * 1024];
+    for (size_t i = 0; i < sizeof(body); i++)
+        body[i] = (char)('a' + (i * 7 + i / 97) % 26);
+    struct cnode f;
+    cr_assert_eq(cache_create_open(C, root, "big.md", 1, &f), 0);
+    cr_assert_eq(cache_set_content_if(C, f.ino, body, sizeof(body), 2, f.sha, false, NULL), 0);
+    char want[65], got[65] = "";
+    sha256_hex(body, sizeof(body), want);
+    cr_assert_eq(size_on_disk("big.md", got), (long long)sizeof(body));
+    cr_assert_str_eq(got, want);
+    cnode_clear(&f);
+    /* And back through the cache after a reopen (read from the WAL or the
+     * checkpointed database). */
+    cache_close(&C);
+    cr_assert_eq(cache_open(dir, &C), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    cr_assert_eq(cache_blob_get(C, want, &buf, &len), 0);
+    cr_assert_eq(len, sizeof(body));
+    cr_expect(memcmp(buf, body, len) == 0);
+    free(buf);
+}

@@ -5,16 +5,10 @@
  * empty/"."/".." ids refused before sending) and bodies (JSON written by
  * hand with explicit lengths, so content may hold any UTF-8 including NUL),
  * and turning answers into errnos (api_errno: the one place where
- * error.type refines a status).  Parsing lives in api_parse.c.
+ * error.type refines a status).  Parsing lives in api_parse.c, the
+ * listings in api_list.c.
  *
- * A listing is bounded whatever the server answers: a cursor seen before
- * in the same listing (A, B, A...) ends it as malformed, a cursor longer
- * than LIST_CURSOR_MAX too, and so does passing the memory budget
- * (api_set_list_budget; what the items and the cursors seen weigh) or
- * LIST_PAGES_MAX pages, each with a clear error instead of paging on.
- *
- * State: the list budget only (set once before any thread lists).
- * Thread-safe as http_run is.  A malformed 2xx answer is logged here (one
+ * State: none.  Thread-safe as http_run is.  A malformed 2xx answer is logged here (one
  * warn line naming the endpoint and the reason). */
 #include "api.h"
 
@@ -29,84 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define LIST_PAGES_MAX 100000 /* 10 M memories: a server that never ends */
-#define LIST_CURSOR_MAX 4096
-#define LIST_BUDGET_DEFAULT ((size_t)256 << 20)
-
-static size_t list_budget = LIST_BUDGET_DEFAULT;
-
-void api_set_list_budget(size_t bytes)
-{
-    __atomic_store_n(&list_budget, bytes ? bytes : LIST_BUDGET_DEFAULT, __ATOMIC_RELAXED);
-}
-
-/* The cursors one listing has used: open addressing on an FNV-1a hash,
- * kept at most half full.  Owned by one api_memories_list_prefix call. */
-struct seen {
-    char **slot;
-    size_t cap, n;
-    size_t bytes; /* what the strings and the table weigh */
-};
-
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-/* 1 when cur was seen before, 0 when it was added, -ENOMEM. */
-static int seen_add(struct seen *t, const char *cur)
-{
-    if (2 * (t->n + 1) > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        char **v = calloc(cap, sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        for (size_t i = 0; i < t->cap; i++) {
-            if (!t->slot[i])
-                continue;
-            size_t j = fnv1a(t->slot[i]) & (cap - 1);
-            while (v[j])
-                j = (j + 1) & (cap - 1);
-            v[j] = t->slot[i];
-        }
-        free(t->slot);
-        t->bytes += (cap - t->cap) * sizeof(*v);
-        t->slot = v;
-        t->cap = cap;
-    }
-    size_t j = fnv1a(cur) & (t->cap - 1);
-    for (; t->slot[j]; j = (j + 1) & (t->cap - 1))
-        if (strcmp(t->slot[j], cur) == 0)
-            return 1;
-    if (!(t->slot[j] = strdup(cur)))
-        return -ENOMEM;
-    t->n++;
-    t->bytes += strlen(cur) + 1;
-    return 0;
-}
-
-static void seen_free(struct seen *t)
-{
-    for (size_t i = 0; i < t->cap; i++)
-        free(t->slot[i]);
-    free(t->slot);
-    memset(t, 0, sizeof(*t));
-}
-
-/* What the items from index `from` on weigh in memory. */
-static size_t items_weight(const struct api_list *l, size_t from)
-{
-    size_t w = 0;
-    for (size_t i = from; i < l->n; i++) {
-        const struct api_memory *m = &l->items[i];
-        w += sizeof(*m) + strlen(m->id) + strlen(m->path) + strlen(m->version_id) + 3;
-    }
-    return w;
-}
 
 int api_errno(long status, const char *type)
 {
@@ -155,7 +71,7 @@ int api_call_result(const struct http_call *call, struct api_error *e)
 }
 
 /* Fills e (when not NULL) for an answer refused on its content. */
-static int refuse(const struct http_call *call, const char *type, const char *what,
+int api_refuse(const struct http_call *call, const char *type, const char *what,
                   struct api_error *e)
 {
     if (e) {
@@ -175,7 +91,7 @@ int api_malformed(const struct http_call *call, const char *what, struct api_err
     snprintf(path, sizeof(path), "%.*s", (int)(n < 255 ? n : 255), call->path);
     log_warn("malformed response from the server", "method", call->method, "path", path,
              "reason", what, "request_id", call->request_id);
-    return refuse(call, "malformed_response", what, e);
+    return api_refuse(call, "malformed_response", what, e);
 }
 
 int api_store_get(struct http_client *c, const char *store_id, struct api_store *out,
@@ -202,103 +118,6 @@ int api_store_get(struct http_client *c, const char *store_id, struct api_store 
     }
     http_call_clear(&call);
     jbuf_release(&p);
-    return rc;
-}
-
-int api_memories_list(struct http_client *c, const char *store_id, struct api_list *out,
-                      struct api_error *e)
-{
-    return api_memories_list_prefix(c, store_id, NULL, out, e);
-}
-
-int api_memories_list_prefix(struct http_client *c, const char *store_id,
-                             const char *path_prefix, struct api_list *out,
-                             struct api_error *e)
-{
-    return api_memories_list_progress(c, store_id, path_prefix, out, e, NULL, NULL);
-}
-
-int api_memories_list_progress(struct http_client *c, const char *store_id,
-                               const char *path_prefix, struct api_list *out,
-                               struct api_error *e, api_progress_fn progress, void *arg)
-{
-    memset(out, 0, sizeof(*out));
-    if (e)
-        api_error_clear(e);
-    if (!api_id_ok(store_id) || (path_prefix && (!*path_prefix || path_prefix[0] != '/')))
-        return -EINVAL;
-    char *cursor = NULL;
-    struct seen seen = {0};
-    size_t budget = __atomic_load_n(&list_budget, __ATOMIC_RELAXED), weight = 0;
-    int rc = 0;
-    for (int page = 0;; page++) {
-        if (page >= LIST_PAGES_MAX) {
-            rc = -EPROTO;
-            log_warn("memory listing never ends; giving up", "memory_store_id", store_id);
-            break;
-        }
-        struct jbuf p = {0};
-        mem_path(&p, store_id, NULL);
-        jbuf_adds(&p, "?view=basic&limit=100");
-        if (path_prefix) {
-            jbuf_adds(&p, "&path_prefix=");
-            jbuf_add_pct(&p, path_prefix);
-        }
-        if (cursor) {
-            jbuf_adds(&p, "&page=");
-            jbuf_add_pct(&p, cursor);
-        }
-        if (p.oom) {
-            jbuf_release(&p);
-            rc = -ENOMEM;
-            break;
-        }
-        struct http_call call = {.method = "GET", .path = p.p};
-        http_run(c, &call, 1);
-        rc = api_call_result(&call, e);
-        char *next = NULL;
-        size_t before = out->n;
-        if (!rc) {
-            const char *what;
-            rc = apip_memory_page(call.resp, call.resp_len, out, &next, &what);
-            if (rc == -EPROTO)
-                api_malformed(&call, what, e);
-        }
-        if (!rc && next && strlen(next) > LIST_CURSOR_MAX)
-            rc = api_malformed(&call, "next_page is longer than 4096 bytes", e);
-        if (!rc && next) {
-            /* Every cursor is remembered as it is handed out: one handed
-             * out again means the pages go round for ever. */
-            int dup = seen_add(&seen, next);
-            if (dup < 0)
-                rc = dup;
-            else if (dup)
-                rc = api_malformed(&call, "next_page repeats a cursor already used by this listing",
-                               e);
-        }
-        weight += items_weight(out, before);
-        if (!rc && weight + seen.bytes > budget) {
-            char msg[200];
-            snprintf(msg, sizeof(msg), "the listing passed its memory budget of %zu MiB after "
-                     "%zu memories in %d pages", budget >> 20, out->n, page + 1);
-            log_warn("memory listing too large; giving up", "memory_store_id", store_id,
-                     "detail", msg);
-            refuse(&call, "listing_too_large", msg, e);
-            rc = -EFBIG;
-        }
-        http_call_clear(&call);
-        jbuf_release(&p);
-        free(cursor);
-        cursor = next;
-        if (!rc && progress)
-            progress(arg, out->n, cursor == NULL);
-        if (rc || !cursor)
-            break;
-    }
-    free(cursor);
-    seen_free(&seen);
-    if (rc)
-        api_list_free(out);
     return rc;
 }
 

@@ -100,6 +100,15 @@ int api_memories_list_progress(struct http_client *c, const char *store_id,
                                const char *path_prefix, struct api_list *out,
                                struct api_error *e, api_progress_fn progress, void *arg);
 
+/* The whole store listed by directory: the root with depth=1, then each
+ * top-level directory its rollups name, up to 8 at once.  The same items
+ * as api_memories_list_progress (in another order), in a few round trips
+ * instead of one per 100 memories.  -ENOTSUP when the server's answers do
+ * not fit that shape (an item deeper than depth=1 allows, a rollup that is
+ * not "/name/", a directory's item outside it): list page by page then. */
+int api_memories_list_tree(struct http_client *c, const char *store_id, struct api_list *out,
+                           struct api_error *e, api_progress_fn progress, void *arg);
+
 /* The memory budget of one listing (items and cursors), in bytes; 0 sets
  * the default, 256 MiB.  Call before any thread lists (tests lower it). */
 void api_set_list_budget(size_t bytes);

@@ -24,6 +24,16 @@ int apip_memory_page(const char *body, size_t len, struct api_list *acc, char **
  * acc->skipped, like any malformed item. */
 int apip_memory_page_view(const char *body, size_t len, bool full, struct api_list *acc,
                           char **next_page, const char **what);
+/* The same, also keeping the path of each memory_prefix rollup in px
+ * (when not NULL): a string "/.../" of at most 4096 bytes, else the page
+ * is malformed. */
+struct api_prefixes {
+    char **v; /* malloc'd strings */
+    size_t n;
+};
+int apip_memory_page_ex(const char *body, size_t len, bool full, struct api_list *acc,
+                        struct api_prefixes *px, char **next_page, const char **what);
+void apip_prefixes_free(struct api_prefixes *px);
 int apip_store_doc(const char *body, size_t len, struct api_store *s, const char **what);
 /* {"type":"memory_deleted",...}: checks it is an object of that type. */
 int apip_deleted_doc(const char *body, size_t len, const char **what);
@@ -35,10 +45,14 @@ int64_t apip_time_ns(const char *s);
 void apip_error(long status, const char *body, size_t len, const char *request_id,
                 struct api_error *e);
 
-/* Shared by the request files (api.c, api_versions.c). */
+/* Shared by the request files (api.c, api_list.c, api_versions.c). */
 bool api_id_ok(const char *id);
 /* Fills e (when not NULL) and returns the errno of a finished call. */
 int api_call_result(const struct http_call *call, struct api_error *e);
+/* Fills e (when not NULL) for an answer refused on its content (type,
+ * message what); returns -EPROTO. */
+int api_refuse(const struct http_call *call, const char *type, const char *what,
+               struct api_error *e);
 /* Logs a malformed 2xx answer (one warn line) and returns -EPROTO. */
 int api_malformed(const struct http_call *call, const char *what, struct api_error *e);
 

@@ -300,6 +300,42 @@ int apip_memory_page(const char *body, size_t len, struct api_list *acc, char **
 int apip_memory_page_view(const char *body, size_t len, bool full, struct api_list *acc,
                           char **next_page, const char **what)
 {
+    return apip_memory_page_ex(body, len, full, acc, NULL, next_page, what);
+}
+
+void apip_prefixes_free(struct api_prefixes *px)
+{
+    for (size_t i = 0; i < px->n; i++)
+        free(px->v[i]);
+    free(px->v);
+    memset(px, 0, sizeof(*px));
+}
+
+/* A memory_prefix rollup's path, kept in px. */
+static int prefix_push(struct api_prefixes *px, const cJSON *it, const char **what)
+{
+    const char *path = get_str(it, "path");
+    size_t len = path ? strlen(path) : 0;
+    *what = "memory_prefix item without a path of the form /.../";
+    if (len < 2 || len > 4096 || path[0] != '/' || path[len - 1] != '/')
+        return -EPROTO;
+    /* Capacity: max(16, next power of two >= n), as in list_push. */
+    if (px->n == 0 || (px->n >= 16 && (px->n & (px->n - 1)) == 0)) {
+        size_t cap = px->n ? px->n * 2 : 16;
+        char **v = realloc(px->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        px->v = v;
+    }
+    if (!(px->v[px->n] = strdup(path)))
+        return -ENOMEM;
+    px->n++;
+    return 0;
+}
+
+int apip_memory_page_ex(const char *body, size_t len, bool full, struct api_list *acc,
+                        struct api_prefixes *px, char **next_page, const char **what)
+{
     *next_page = NULL;
     cJSON *root = parse_doc(body, len, what);
     if (!root)
@@ -322,8 +358,13 @@ int apip_memory_page_view(const char *body, size_t len, bool full, struct api_li
             rc = -EPROTO;
             continue;
         }
+        if (px && strcmp(type, "memory_prefix") == 0) {
+            if ((rc = prefix_push(px, it, what)))
+                goto out;
+            continue;
+        }
         if (strcmp(type, "memory") != 0)
-            continue; /* memory_prefix rollups (and future kinds) */
+            continue; /* rollups nobody asked for (and future kinds) */
         struct api_memory m;
         const char *why = NULL;
         if ((rc = parse_memory(it, NULL, 0, full, &m, &why))) {

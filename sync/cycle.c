@@ -264,7 +264,7 @@ static int find_remote(struct cycle *cy, struct api_list *list, struct cache_rem
      * the next read of the feed. */
     if (feed_head(s, st, head) != 0)
         memset(head, 0, sizeof(*head)); /* no watermark: the next sync lists again */
-    int rc = engine_list(s, st, list, rl, nr, why, whylen);
+    int rc = engine_list(s, st, false, list, rl, nr, why, whylen);
     if (!rc)
         count_missed(cy, *rl, *nr);
     return rc;

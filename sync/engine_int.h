@@ -130,8 +130,11 @@ struct api_list;
  * or that repeats a path or an id (the first by id, then path, wins) is
  * left out with one warning per mount, and a memory the cache knows that
  * is left out so is listed as its baseline (held as it is this sync)
- * rather than taken for deleted. */
-int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
+ * rather than taken for deleted.  by_dir: list it by directory, several at
+ * once (api_memories_list_tree), page by page if the server's answers do
+ * not fit that; only where nothing local could be taken for deleted (a
+ * store the cache holds nothing of). */
+int engine_list(struct syncer *s, struct sstore *st, bool by_dir, struct api_list *list,
                 struct cache_remote **r, size_t *n, char *why, size_t whylen);
 /* The same filtering for a listing built otherwise (from the version
  * feed and the cache: feed.c).  On failure list is freed. */

@@ -24,6 +24,8 @@
 #include "log.h"
 #include "rules.h"
 
+#define MSG_NOT_TREE "cannot list the store by directory; listing it page by page"
+
 static int cmp_remote(const void *a, const void *b)
 {
     return strcmp(((const struct cache_remote *)a)->path, ((const struct cache_remote *)b)->path);
@@ -190,7 +192,7 @@ static void list_progress(void *arg, size_t listed, bool last)
     p->s->o.progress(p->s->o.progress_arg, p->st->id, listed, last);
 }
 
-int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
+int engine_list(struct syncer *s, struct sstore *st, bool by_dir, struct api_list *list,
                 struct cache_remote **out, size_t *n, char *why, size_t whylen)
 {
     struct api_error e = {0};
@@ -198,7 +200,24 @@ int engine_list(struct syncer *s, struct sstore *st, struct api_list *list,
     *n = 0;
     struct progress_ctx pc = {s, st};
     bool report = st->progress && s->o.progress;
-    int rc = api_memories_list_progress(s->h, st->id, NULL, list, &e,
+    int rc = -ENOTSUP;
+    if (by_dir) {
+        /* Any failure (a server that refuses depth=1, answers that do not
+         * fit it, an error) costs only this attempt. */
+        rc = api_memories_list_tree(s->h, st->id, list, &e, report ? list_progress : NULL, &pc);
+        if (rc && rc != -ECANCELED) {
+            char how[400];
+            if (rc == -ENOTSUP)
+                snprintf(how, sizeof(how), "its answers to depth=1 are not as documented");
+            else
+                describe(how, sizeof(how), "cannot list by directory", st->id, rc, &e);
+            log_warn(MSG_NOT_TREE, "memory_store_id", st->id, "reason", how);
+            api_error_clear(&e);
+            rc = -ENOTSUP;
+        }
+    }
+    if (rc == -ENOTSUP)
+        rc = api_memories_list_progress(s->h, st->id, NULL, list, &e,
                                         report ? list_progress : NULL, &pc);
     if (rc) {
         describe(why, whylen, "cannot list", st->id, rc, &e);

@@ -7,4 +7,5 @@ mfs_add_test(test_sync_session test_sync_session.c LIBS mfs_sync TIMEOUT 60 LABE
 mfs_add_test(test_sync_http test_sync_http.c LIBS mfs_sync TIMEOUT 180 LABELS sync)
 mfs_add_test(test_sync_api test_sync_api.c LIBS mfs_sync TIMEOUT 180 LABELS sync)
 mfs_add_test(test_sync_bounds test_sync_bounds.c LIBS mfs_sync TIMEOUT 120 LABELS sync)
+mfs_add_test(test_sync_tree test_sync_tree.c LIBS mfs_sync TIMEOUT 120 LABELS sync)
 mfs_add_test(test_sync_history test_sync_history.c LIBS mfs_sync TIMEOUT 120 LABELS sync)

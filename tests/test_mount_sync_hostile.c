@@ -4,7 +4,9 @@
  * malformed item, a duplicate path or a duplicate id in a listing is left
  * out with one warning, the rest of the listing applied; content over the
  * API's limit is not accepted.  Each failed before the fix (issue 8, case
- * 6): the file disappeared, or the whole listing (so the mount) failed. */
+ * 6): the file disappeared, or the whole listing (so the mount) failed.
+ * A cold mount lists by directory; answers that do not fit that are
+ * listed page by page instead. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,4 +261,64 @@ Test(mount_sync_hostile, content_over_the_limit_is_not_accepted)
     sy_clear_faults();
     cr_expect(mnt_wait_sh(&E, WITHIN, "test \"$(cat '%s/a.md')\" = alpha", mnt),
               "the real content never came");
+}
+
+#define NOT_TREE "cannot list the store by directory"
+
+/* Mounts as sy_mount does; how many lines of what the mount command said
+ * (its listing runs before it detaches) hold a and b (b may be NULL). */
+static int mount_saying(const char *a, const char *b)
+{
+    char *out = NULL;
+    int rc = mnt_mount(&E, store, "s", false, "--sync-interval 3600", &out);
+    cr_assert_eq(rc, 0, "mount failed: %s", out);
+    int n = 0;
+    for (char *l = out, *e; l && *l; l = e ? e + 1 : NULL) {
+        e = strchr(l, '\n');
+        if (e)
+            *e = '\0';
+        n += strstr(l, a) && (!b || strstr(l, b));
+        if (!e)
+            break;
+    }
+    free(out);
+    return n;
+}
+
+/* A cold mount lists the store by directory (api_memories_list_tree): a
+ * server whose depth=1 answer says a memory lies at /x/deep.md but then
+ * lists nothing under /x/ (a depth it ignores: the item is not at the
+ * root) is not trusted; the mount lists it page by page, with one warning,
+ * and shows exactly what the plain listing holds. */
+Test(mount_sync_hostile, a_cold_mount_not_listable_by_directory_lists_page_by_page)
+{
+    sy_fault("{\"action\":\"reply\",\"count\":0,\"method\":\"GET\",\"query\":\"depth=1\","
+             "\"path\":\"/v1/memory_stores/*/memories\",\"body\":{\"data\":[{\"type\":\"memory\","
+             "\"id\":\"mem_deep\",\"memory_version_id\":\"memver_deep\",\"path\":\"/x/deep.md\","
+             "\"content_sha256\":"
+             "\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\","
+             "\"content_size_bytes\":0}],\"next_page\":null}}");
+    cr_expect_eq(mount_saying(NOT_TREE, "not as documented"), 1, "no warning, or more than one");
+    expect_files_intact();
+}
+
+/* Only a store the cache holds nothing of is listed by directory: a warm
+ * mount lists page by page (a depth=1 request would fail here, and say so
+ * in the log), so a listing that missed a memory could never remove or
+ * re-create a local file. */
+Test(mount_sync_hostile, only_a_cold_mount_lists_by_directory)
+{
+    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":1,\"method\":\"GET\","
+             "\"query\":\"depth=1\",\"path\":\"/v1/memory_stores/*/memories\"}");
+    cr_expect_eq(mount_saying(NOT_TREE, "HTTP 400"), 1, "the cold mount did not list by "
+                 "directory");
+    expect_files_intact();
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
+    free(out);
+    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
+             "\"query\":\"depth=1\",\"path\":\"/v1/memory_stores/*/memories\"}");
+    cr_expect_eq(mount_saying(NOT_TREE, NULL), 0, "the warm mount listed by directory");
+    expect_files_intact();
+    cr_expect_eq(sy_log_count(NOT_TREE, NULL), 0, "%s", sy_log_grep(NOT_TREE));
 }

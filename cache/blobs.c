@@ -66,6 +66,36 @@ int cache_blob_put(struct cache *c, const char *sha, const char *buf, size_t len
     return rc;
 }
 
+struct blobs_args {
+    const struct cache_blob_in *v;
+    size_t n;
+};
+
+static int blobs_tx(struct cache *c, void *arg)
+{
+    struct blobs_args *a = arg;
+    sqlite3_stmt *st = NULL;
+    int rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)", &st);
+    for (size_t i = 0; !rc && i < a->n; i++) {
+        sqlite3_bind_text(st, 1, a->v[i].sha, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 2, a->v[i].len ? a->v[i].buf : "", (int)a->v[i].len, SQLITE_STATIC);
+        int r = sqlite3_step(st);
+        rc = (r == SQLITE_DONE) ? 0 : db_fail(c, r, "put blobs");
+        sqlite3_reset(st);
+    }
+    if (st)
+        db_finish(c, st);
+    return rc;
+}
+
+int cache_blobs_put(struct cache *c, const struct cache_blob_in *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    struct blobs_args a = {v, n};
+    return db_in_tx(c, blobs_tx, &a);
+}
+
 bool cache_blob_has(struct cache *c, const char *sha)
 {
     sqlite3_stmt *st;

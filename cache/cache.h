@@ -99,6 +99,13 @@ int cache_store_files(struct cache *c, const char *store_id, cache_node_fn fn, v
 int cache_blob_get(struct cache *c, const char *sha, char **buf, size_t *len);
 /* Stores bytes under their hash (computed here when sha is NULL). */
 int cache_blob_put(struct cache *c, const char *sha, const char *buf, size_t len);
+/* Several blobs in one transaction (a prefetched page): all or none. */
+struct cache_blob_in {
+    const char *sha; /* the hash of buf, already checked */
+    const char *buf;
+    size_t len;
+};
+int cache_blobs_put(struct cache *c, const struct cache_blob_in *v, size_t n);
 bool cache_blob_has(struct cache *c, const char *sha);
 
 /* A remote memory as a listing shows it. */

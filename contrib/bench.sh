@@ -9,7 +9,10 @@
 #   - open/read/close of every file of the store, warm; ls -lR, warm; cat
 #     of every file, warm;
 #   - a cold mount with 50 ms of latency on every request: the time until
-#     every file's content is local, and the requests it took;
+#     every file's content is local, and the requests it took; beside it
+#     the official worker's download with the same latency (the store
+#     listed with view=full, 20 a page, page after page; without writing
+#     the files, so it is the worker's best case);
 #   - mount times, the downloads of a warm remount, the daemon's memory;
 #   - the cache's size on disk after the workloads and after one 100 KiB
 #     file rewritten 10,000 times, beside the live content.
@@ -136,22 +139,40 @@ workloads() { # DIR TAG
 # Cold mount with 50 ms on every request: until every file's content is
 # local (status: content cached = total); the requests it took.
 cold_latency() { # MFS
-  local mfs=$1 mnt=$W/mnt-lat-$RANDOM cache=$W/cache-lat-$RANDOM t0 t1 r0 c
+  local mfs=$1 mnt=$W/mnt-lat-$RANDOM cache=$W/cache-lat-$RANDOM t0 t1 r0
   admin POST /admin/faults '{"action":"latency","latency_ms":50,"count":0}' >/dev/null
   r0=$(total); t0=$(now)
   "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
+  # A light poll (no interpreter started each time: it would take the
+  # CPU the daemon and memstored are measured with).
   for _ in $(seq 1200); do
-    c=$("$mfs" status --json 2>/dev/null | py 'import json,sys
-for l in sys.stdin:
-    o = json.loads(l)
-    print("done" if o.get("content_missing", 1) == 0 else "")' || true)
-    [ "$c" = done ] && break
-    sleep 0.05
+    "$mfs" status --json 2>/dev/null | grep -q '"content_missing":0,' && break
+    sleep 0.02
   done
   t1=$(now)
   LAT_S=$(secs "$t0" "$t1"); LAT_REQ=$(( $(total) - r0 ))
   admin DELETE /admin/faults >/dev/null
   "$mfs" unmount --all >/dev/null 2>&1 || true
+}
+
+# The official worker's download, for reference, with the same 50 ms: the
+# whole store listed with view=full, 20 memories a page, one page after
+# the other (docs: the SDK's session-start download); the files are not
+# written, so this is the worker's best case.
+worker_latency() {
+  local t0 cur="" n=0 page
+  admin POST /admin/faults '{"action":"latency","latency_ms":50,"count":0}' >/dev/null
+  t0=$(now)
+  while :; do
+    page=$(curl -s -G -H "x-api-key: bench-key" -H "anthropic-beta: agent-memory-2026-07-22" \
+      "$ANTHROPIC_BASE_URL/v1/memory_stores/$STORE/memories" --data-urlencode view=full \
+      --data-urlencode limit=20 ${cur:+--data-urlencode "page=$cur"})
+    n=$((n + 1))
+    cur=$(printf '%s' "$page" | grep -o '"next_page":"[^"]*"' | tail -1 | sed 's/.*:"\(.*\)"/\1/')
+    [ -n "$cur" ] && [ "$n" -lt 100000 ] || break
+  done
+  WORKER_S=$(secs "$t0" "$(now)"); WORKER_REQ=$n
+  admin DELETE /admin/faults >/dev/null
 }
 
 declare -A MOUNT_S REMOUNT_S REMOUNT_REQ RSS_KB LAT LATREQ CACHE_WORK CACHE_REWRITE WAL_REWRITE LIVE
@@ -196,6 +217,7 @@ bench_noxattr() { # MFS TAG
 }
 
 workloads "$TMPFS" tmpfs
+worker_latency
 [ -n "$PT" ] && workloads "$PT" pt
 bench_mfs "$MFS" mfs
 bench_noxattr "$MFS" nx
@@ -242,6 +264,9 @@ printf '%-36s %10s' "cold mount, 50 ms latency: all local (s)" "${LAT[mfs]}"
 [ -n "${BASELINE:-}" ] && printf ' %10s' "${LAT[base]}"
 printf '\n%-36s %10s' "  ... requests it took" "${LATREQ[mfs]}"
 [ -n "${BASELINE:-}" ] && printf ' %10s' "${LATREQ[base]}"
+printf '\n%-36s %10s   (%s requests)' "  official worker's download (s)" "$WORKER_S" "$WORKER_REQ"
+printf '\n%-36s %10s' "  ... memstorefs / official worker" "$(ratio "${LAT[mfs]}" "$WORKER_S")"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "$(ratio "${LAT[base]}" "$WORKER_S")"
 printf '\n%-36s %10s' "mount time, cold cache (s)" "${MOUNT_S[mfs]}"
 [ -n "${BASELINE:-}" ] && printf ' %10s' "${MOUNT_S[base]}"
 printf '\n%-36s %10s' "mount time, warm cache (s)" "${REMOUNT_S[mfs]}"

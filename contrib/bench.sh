@@ -11,8 +11,7 @@
 #   - a cold mount with 50 ms of latency on every request: the time until
 #     every file's content is local, and the requests it took; beside it
 #     the official worker's download with the same latency (the store
-#     listed with view=full, 20 a page, page after page; without writing
-#     the files, so it is the worker's best case);
+#     listed with view=full, 20 a page, page after page, into files);
 #   - mount times, the downloads of a warm remount, the daemon's memory;
 #   - the cache's size on disk after the workloads and after one 100 KiB
 #     file rewritten 10,000 times, beside the live content.
@@ -157,21 +156,39 @@ cold_latency() { # MFS
 
 # The official worker's download, for reference, with the same 50 ms: the
 # whole store listed with view=full, 20 memories a page, one page after
-# the other (docs: the SDK's session-start download); the files are not
-# written, so this is the worker's best case.
+# the other on one kept-alive connection, each memory written to a file
+# (docs: the SDK's session-start download).
 worker_latency() {
-  local t0 cur="" n=0 page
   admin POST /admin/faults '{"action":"latency","latency_ms":50,"count":0}' >/dev/null
-  t0=$(now)
-  while :; do
-    page=$(curl -s -G -H "x-api-key: bench-key" -H "anthropic-beta: agent-memory-2026-07-22" \
-      "$ANTHROPIC_BASE_URL/v1/memory_stores/$STORE/memories" --data-urlencode view=full \
-      --data-urlencode limit=20 ${cur:+--data-urlencode "page=$cur"})
-    n=$((n + 1))
-    cur=$(printf '%s' "$page" | grep -o '"next_page":"[^"]*"' | tail -1 | sed 's/.*:"\(.*\)"/\1/')
-    [ -n "$cur" ] && [ "$n" -lt 100000 ] || break
-  done
-  WORKER_S=$(secs "$t0" "$(now)"); WORKER_REQ=$n
+  local out
+  out=$(py '
+import http.client, json, os, sys, time, urllib.parse
+base, store, dest = sys.argv[1], sys.argv[2], sys.argv[3]
+u = urllib.parse.urlsplit(base)
+conn = http.client.HTTPConnection(u.hostname, u.port)
+hdr = {"x-api-key": "bench-key", "anthropic-beta": "agent-memory-2026-07-22"}
+t0 = time.monotonic(); n = 0; cur = None
+while n < 100000:
+    q = {"view": "full", "limit": "20"}
+    if cur:
+        q["page"] = cur
+    conn.request("GET", "/v1/memory_stores/%s/memories?%s" % (store, urllib.parse.urlencode(q)), headers=hdr)
+    r = conn.getresponse(); body = r.read(); n += 1
+    if r.status != 200:
+        break
+    page = json.loads(body)
+    for m in page["data"]:
+        if m.get("type") == "memory" and m.get("content") is not None:
+            f = os.path.join(dest, m["path"].lstrip("/"))
+            os.makedirs(os.path.dirname(f), exist_ok=True)
+            with open(f, "w") as fh:
+                fh.write(m["content"])
+    cur = page.get("next_page")
+    if not cur:
+        break
+print("%.4f %d" % (time.monotonic() - t0, n))
+' "$ANTHROPIC_BASE_URL" "$STORE" "$W/worker" || echo "n/a 0")
+  WORKER_S=${out% *}; WORKER_REQ=${out#* }
   admin DELETE /admin/faults >/dev/null
 }
 

@@ -208,9 +208,10 @@ static int walk_take(struct walk *w, const struct http_call *call, struct api_li
     return rc;
 }
 
-/* Runs the walk to its end, page after page. */
+/* Runs the walk to its end, page after page; progress after each page
+ * (its last page is the listing's last when `last` says so). */
 static int walk_all(struct http_client *c, struct walk *w, struct api_list *out,
-                    struct api_prefixes *px, struct tally *t, struct api_error *e,
+                    struct api_prefixes *px, struct tally *t, struct api_error *e, bool last,
                     api_progress_fn progress, void *arg)
 {
     int rc = 0;
@@ -226,7 +227,7 @@ static int walk_all(struct http_client *c, struct walk *w, struct api_list *out,
         http_call_clear(&call);
         jbuf_release(&p);
         if (!rc && progress)
-            progress(arg, out->n, w->done);
+            progress(arg, out->n, last && w->done);
     }
     return rc;
 }
@@ -255,7 +256,7 @@ int api_memories_list_progress(struct http_client *c, const char *store_id,
         return -EINVAL;
     struct walk w = {.prefix = path_prefix};
     struct tally t = {store_id, __atomic_load_n(&list_budget, __ATOMIC_RELAXED), 0};
-    int rc = walk_all(c, &w, out, NULL, &t, e, progress, arg);
+    int rc = walk_all(c, &w, out, NULL, &t, e, true, progress, arg);
     walk_free(&w);
     if (rc)
         api_list_free(out);
@@ -294,7 +295,7 @@ static bool root_fits(const struct api_list *out, struct api_prefixes *px)
 }
 
 /* The directories' walks, TREE_IN_FLIGHT at a time, one page each a round;
- * their items appended to out. */
+ * their items appended to out, progress after each page. */
 static int walk_dirs(struct http_client *c, const struct api_prefixes *px, struct api_list *out,
                      struct tally *t, struct api_error *e, api_progress_fn progress, void *arg)
 {
@@ -344,12 +345,12 @@ static int walk_dirs(struct http_client *c, const struct api_prefixes *px, struc
                 for (size_t j = before; !rc && j < out->n; j++)
                     if (strncmp(out->items[j].path, wk->prefix, plen) != 0)
                         rc = -ENOTSUP;
+                if (!rc && progress)
+                    progress(arg, out->n, false);
             }
             http_call_clear(&calls[k]);
             jbuf_release(&paths[k]);
         }
-        if (!rc && progress)
-            progress(arg, out->n, false);
     }
     for (size_t i = 0; i < TREE_IN_FLIGHT; i++)
         walk_free(&w[i]);
@@ -367,17 +368,14 @@ int api_memories_list_tree(struct http_client *c, const char *store_id, struct a
     struct tally t = {store_id, __atomic_load_n(&list_budget, __ATOMIC_RELAXED), 0};
     struct api_prefixes px = {0};
     struct walk root = {.prefix = "/", .depth1 = true};
-    int rc = walk_all(c, &root, out, &px, &t, e, NULL, NULL);
+    int rc = walk_all(c, &root, out, &px, &t, e, false, progress, arg);
     walk_free(&root);
     if (!rc && !root_fits(out, &px))
         rc = -ENOTSUP;
-    if (!rc && progress)
-        progress(arg, out->n, px.n == 0);
-    if (!rc && px.n) {
+    if (!rc && px.n)
         rc = walk_dirs(c, &px, out, &t, e, progress, arg);
-        if (!rc && progress)
-            progress(arg, out->n, true);
-    }
+    if (!rc && progress)
+        progress(arg, out->n, true);
     apip_prefixes_free(&px);
     if (rc)
         api_list_free(out);

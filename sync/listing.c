@@ -202,10 +202,12 @@ int engine_list(struct syncer *s, struct sstore *st, bool by_dir, struct api_lis
     bool report = st->progress && s->o.progress;
     int rc = -ENOTSUP;
     if (by_dir) {
-        /* Any failure (a server that refuses depth=1, answers that do not
-         * fit it, an error) costs only this attempt. */
+        /* A server whose answers do not fit depth=1, or that refuses or
+         * fails the attempt (an HTTP error after the retries), costs only
+         * the attempt.  A malformed answer or a listing past its bounds
+         * fails here as it would page by page. */
         rc = api_memories_list_tree(s->h, st->id, list, &e, report ? list_progress : NULL, &pc);
-        if (rc && rc != -ECANCELED) {
+        if (rc == -ENOTSUP || (rc && e.status >= 400)) {
             char how[400];
             if (rc == -ENOTSUP)
                 snprintf(how, sizeof(how), "its answers to depth=1 are not as documented");

@@ -105,7 +105,9 @@ int api_memories_list_progress(struct http_client *c, const char *store_id,
  * as api_memories_list_progress (in another order), in a few round trips
  * instead of one per 100 memories.  -ENOTSUP when the server's answers do
  * not fit that shape (an item deeper than depth=1 allows, a rollup that is
- * not "/name/", a directory's item outside it): list page by page then. */
+ * not "/name/", a directory's item outside it), -E2BIG when the root
+ * holds more than 64 directories (many small ones would cost more round
+ * trips than pages): list page by page then. */
 int api_memories_list_tree(struct http_client *c, const char *store_id, struct api_list *out,
                            struct api_error *e, api_progress_fn progress, void *arg);
 

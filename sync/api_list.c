@@ -20,7 +20,8 @@
  * What it can check, it checks: a root item deeper than one level (depth
  * ignored), a rollup that is not one level below the root, a directory's
  * item outside that directory.  Any of these is -ENOTSUP, and the caller
- * lists the store page by page instead.
+ * lists the store page by page instead; so does it after -E2BIG, a root
+ * with more than TREE_DIRS_MAX directories (a performance choice).
  *
  * State: the list budget only (set once before any thread lists).
  * Thread-safe as http_run is. */
@@ -40,6 +41,12 @@
 #define LIST_CURSOR_MAX 4096
 #define LIST_BUDGET_DEFAULT ((size_t)256 << 20)
 #define TREE_IN_FLIGHT 8
+/* More top-level directories than this: list page by page.  A directory
+ * costs a request however little it holds, so many small ones would cost
+ * more round trips than pages of 100; with at most 64 (8 rounds of 8),
+ * the worst case (64 directories of one memory) is 9 round trips instead
+ * of 1, and a store of big directories takes a few instead of dozens. */
+#define TREE_DIRS_MAX 64
 
 static size_t list_budget = LIST_BUDGET_DEFAULT;
 
@@ -372,6 +379,8 @@ int api_memories_list_tree(struct http_client *c, const char *store_id, struct a
     walk_free(&root);
     if (!rc && !root_fits(out, &px))
         rc = -ENOTSUP;
+    if (!rc && px.n > TREE_DIRS_MAX)
+        rc = -E2BIG;
     if (!rc && px.n)
         rc = walk_dirs(c, &px, out, &t, e, progress, arg);
     if (!rc && progress)

@@ -207,7 +207,11 @@ int engine_list(struct syncer *s, struct sstore *st, bool by_dir, struct api_lis
          * the attempt.  A malformed answer or a listing past its bounds
          * fails here as it would page by page. */
         rc = api_memories_list_tree(s->h, st->id, list, &e, report ? list_progress : NULL, &pc);
-        if (rc == -ENOTSUP || (rc && e.status >= 400)) {
+        if (rc == -E2BIG) {
+            log_debug("many top-level directories; listing the store page by page",
+                      "memory_store_id", st->id);
+            rc = -ENOTSUP;
+        } else if (rc == -ENOTSUP || (rc && e.status >= 400)) {
             char how[400];
             if (rc == -ENOTSUP)
                 snprintf(how, sizeof(how), "its answers to depth=1 are not as documented");

@@ -4,7 +4,8 @@
  * server that ignores depth=1, a rollup that is not one level down, a
  * directory's item outside it (each -ENOTSUP, so the caller lists page by
  * page), a malformed rollup, a directory whose cursor goes round, and a
- * directory that never ends (the memory budget).  The server is a real
+ * directory that never ends (the memory budget); and a root of more than
+ * 64 directories gives way to pages (-E2BIG).  The server is a real
  * memstored; its reply and pages faults play the wrong servers. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -241,5 +242,40 @@ Test(tree, a_directory_that_never_ends_stops_at_the_memory_budget)
     cr_expect_eq(l.n, 0);
     long n = list_requests();
     cr_expect(n > 10 && n < 100, "the listing paged %ld times", n);
+    api_error_clear(&e);
+}
+
+/* Many small directories would cost more round trips than pages of 100:
+ * past 64 the listing by directory gives way (-E2BIG) after the root. */
+static void dirs_of_one(int n)
+{
+    for (int d = 0; d < n; d++) {
+        char p[64];
+        snprintf(p, sizeof(p), "/d%02d/only.md", d);
+        put(p);
+    }
+    reset_stats();
+}
+
+Test(tree, more_than_64_directories_give_way_to_pages)
+{
+    dirs_of_one(65);
+    struct api_list l = {0};
+    struct api_error e = {0};
+    cr_expect_eq(api_memories_list_tree(cli, store, &l, &e, NULL, NULL), -E2BIG);
+    cr_expect_eq(l.n, 0);
+    cr_expect_eq(list_requests(), 1, "%ld requests", list_requests());
+    api_error_clear(&e);
+}
+
+Test(tree, up_to_64_directories_are_listed_by_directory)
+{
+    dirs_of_one(64);
+    struct api_list l = {0};
+    struct api_error e = {0};
+    cr_assert_eq(api_memories_list_tree(cli, store, &l, &e, NULL, NULL), 0, "%s", e.message);
+    cr_expect_eq(l.n, 64);
+    cr_expect_eq(list_requests(), 1 + 64, "%ld requests", list_requests());
+    api_list_free(&l);
     api_error_clear(&e);
 }

@@ -181,6 +181,10 @@ void cache_baselines_free(struct cache_base *v, size_t n);
  * (CACHE_SAVED; with final, CACHE_HELD too) or a pending deletion.  Cheap
  * (indexed), for the idle fast path of a sync. */
 int cache_store_has_local_work(struct cache *c, const char *store_id, bool final, bool *work);
+/* Whether the cache holds nothing of the store: no file or directory
+ * below its root, no pending deletion, no conflict record.  Cheap
+ * (indexed); false on error. */
+int cache_store_empty(struct cache *c, const char *store_id, bool *empty);
 
 /* Every store the cache holds (mounted now or not). *out is malloc'd. */
 struct cache_store {

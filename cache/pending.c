@@ -77,6 +77,29 @@ int cache_store_has_local_work(struct cache *c, const char *store_id, bool final
     return rc;
 }
 
+int cache_store_empty(struct cache *c, const char *store_id, bool *empty)
+{
+    sqlite3_stmt *st;
+    *empty = false; /* on error: assume it is not */
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT EXISTS(SELECT 1 FROM nodes WHERE store = ?1 AND parent IS NOT NULL)"
+                           " OR EXISTS(SELECT 1 FROM tombstones WHERE store = ?1)"
+                           " OR EXISTS(SELECT 1 FROM conflicts WHERE store = ?1)", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            *empty = sqlite3_column_int(st, 0) == 0;
+            rc = 0;
+        } else {
+            rc = db_fail(c, rc, "store empty");
+        }
+        db_finish(c, st);
+    }
+    db_unlock(c);
+    return rc;
+}
+
 void cache_baselines_free(struct cache_base *v, size_t n)
 {
     for (size_t i = 0; v && i < n; i++)

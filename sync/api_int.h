@@ -45,6 +45,13 @@ int64_t apip_time_ns(const char *s);
 void apip_error(long status, const char *body, size_t len, const char *request_id,
                 struct api_error *e);
 
+/* The path of a list page: view=full (20 a page) or basic (100), under
+ * prefix (NULL: the whole store), depth=1 or not, at cursor (NULL: the
+ * first page).  -ENOMEM when it could not be built (api_list.c). */
+struct jbuf;
+int apip_list_path(struct jbuf *p, const char *store_id, bool full, const char *prefix,
+                   bool depth1, const char *cursor);
+
 /* Shared by the request files (api.c, api_list.c, api_versions.c). */
 bool api_id_ok(const char *id);
 /* Fills e (when not NULL) and returns the errno of a finished call. */

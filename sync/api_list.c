@@ -145,22 +145,28 @@ static void walk_free(struct walk *w)
     memset(w, 0, sizeof(*w));
 }
 
-static int walk_path(const char *store_id, const struct walk *w, struct jbuf *p)
+int apip_list_path(struct jbuf *p, const char *store_id, bool full, const char *prefix,
+                   bool depth1, const char *cursor)
 {
     jbuf_adds(p, "/v1/memory_stores/");
     jbuf_add_pct(p, store_id);
-    jbuf_adds(p, "/memories?view=basic&limit=100");
-    if (w->prefix) {
+    jbuf_adds(p, full ? "/memories?view=full&limit=20" : "/memories?view=basic&limit=100");
+    if (prefix) {
         jbuf_adds(p, "&path_prefix=");
-        jbuf_add_pct(p, w->prefix);
+        jbuf_add_pct(p, prefix);
     }
-    if (w->depth1)
+    if (depth1)
         jbuf_adds(p, "&depth=1");
-    if (w->cursor) {
+    if (cursor) {
         jbuf_adds(p, "&page=");
-        jbuf_add_pct(p, w->cursor);
+        jbuf_add_pct(p, cursor);
     }
     return p->oom ? -ENOMEM : 0;
+}
+
+static int walk_path(const char *store_id, const struct walk *w, struct jbuf *p)
+{
+    return apip_list_path(p, store_id, false, w->prefix, w->depth1, w->cursor);
 }
 
 /* Takes the answer to a walk's page: its items appended to out (rollups

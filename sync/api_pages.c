@@ -25,21 +25,6 @@ void api_page_req_clear(struct api_page_req *r)
     api_error_clear(&r->e);
 }
 
-static int page_path(struct jbuf *p, const char *store_id, const struct api_page_req *r)
-{
-    jbuf_adds(p, "/v1/memory_stores/");
-    jbuf_add_pct(p, store_id);
-    jbuf_adds(p, "/memories?view=full&limit=20&path_prefix=");
-    jbuf_add_pct(p, r->path_prefix);
-    if (r->depth1)
-        jbuf_adds(p, "&depth=1");
-    if (r->cursor) {
-        jbuf_adds(p, "&page=");
-        jbuf_add_pct(p, r->cursor);
-    }
-    return p->oom ? -ENOMEM : 0;
-}
-
 int api_pages_next(struct http_client *c, const char *store_id, struct api_page_req *r,
                    size_t n)
 {
@@ -65,7 +50,8 @@ int api_pages_next(struct http_client *c, const char *store_id, struct api_page_
             r[i].done = true;
             continue;
         }
-        if ((rc = page_path(&paths[m], store_id, &r[i])))
+        if ((rc = apip_list_path(&paths[m], store_id, true, r[i].path_prefix, r[i].depth1,
+                                 r[i].cursor)))
             goto out;
         calls[m] = (struct http_call){.method = "GET", .path = paths[m].p};
         idx[m++] = i;

@@ -248,9 +248,8 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
     /* A store the cache holds nothing of is listed by directory: a listing
      * that missed a memory there could not remove or re-create anything
      * local, and every later listing is the plain one. */
-    struct cache_store_stats cs;
-    bool empty = cache_store_stats(s->c, st->id, &cs) == 0 && cs.files == 0 && cs.dirs == 0 &&
-                 cs.tombstones == 0 && cs.conflicts == 0;
+    bool empty = false;
+    cache_store_empty(s->c, st->id, &empty);
     int rc = engine_list(s, st, empty, &list, &r, &n, why, whylen);
     st->progress = false;
     if (!rc)

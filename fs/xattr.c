@@ -13,11 +13,19 @@
  * ENOTSUP is what tools that copy attributes (cp -a, rsync -X, tar
  * --xattrs) take as "this filesystem keeps none" and pass over quietly,
  * where EPERM would make them report an error for every file copied
- * within a mount.  A getxattr of another name (the kernel asks for
- * security.capability before the first write of an inode: fuseio.c,
- * KILLPRIV_V2; system.posix_acl_access once an inode, the kernel caching
- * the answer: FUSE_CAP_POSIX_ACL in ops.c; security.selinux at each
- * ls -l) is answered ENODATA at once, without touching the cache. */
+ * within a mount.  A getxattr of another name is answered at once,
+ * without touching the cache:
+ *  - another user.* name, or system.posix_acl_access / _default (asked
+ *    once an inode, the kernel caching the answer: FUSE_CAP_POSIX_ACL in
+ *    ops.c, and taking ENODATA as "no ACL" where ENOTSUP would be an
+ *    error): ENODATA, the name is not set;
+ *  - any other namespace (security.*, trusted.*, the rest of system.*):
+ *    ENOTSUP, the namespace is not kept here, as on a filesystem without
+ *    a handler for it.  ls -l asks security.selinux of every file and
+ *    takes ENOTSUP as "this device has no labels", asking no more for the
+ *    rest of its run: one GETXATTR for a whole ls -lR instead of one a
+ *    file.  The kernel's security.capability check before an inode's
+ *    first write (fuseio.c, KILLPRIV_V2) reads either answer as "none". */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +45,13 @@ static const char *const names[] = {
 static bool ours(const char *name)
 {
     return strncmp(name, PREFIX, sizeof(PREFIX) - 1) == 0;
+}
+
+/* A name of a namespace the mount keeps (empty here but for ours). */
+static bool kept_namespace(const char *name)
+{
+    return strncmp(name, "user.", 5) == 0 || strcmp(name, "system.posix_acl_access") == 0 ||
+           strcmp(name, "system.posix_acl_default") == 0;
 }
 
 /* The value of attribute i ("" when the file has none). */
@@ -98,7 +113,7 @@ void xattr_get(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
         return;
     }
     if (!ours(name)) {
-        fuse_reply_err(req, ENODATA);
+        fuse_reply_err(req, kept_namespace(name) ? ENODATA : ENOTSUP);
         return;
     }
     size_t i = 0;

@@ -6,6 +6,10 @@
  *     where the kernel asked security.capability before each (20);
  *   - an inode's ACL is asked once and cached (FUSE_CAP_POSIX_ACL): a
  *     second ls -l asks only security.selinux, one GETXATTR a file, not two;
+ *   - a namespace the mount keeps nothing in (security.*, trusted.*) is
+ *     ENOTSUP, which ls takes as "no labels on this device": a second
+ *     ls -lR of 41 files in three directories asks 4 GETXATTRs at most,
+ *     where asking security.selinux of each file made it 46 (ENODATA);
  *   - and what stays true: no ACL, no set-ID bit and no capability can be
  *     set, so nothing ever needs dropping; --no-xattrs asks nothing.
  * Each count failed before: no kernel object in status, 20 GETXATTRs for
@@ -141,6 +145,42 @@ Test(mount_kernel, an_inode_acl_is_asked_once)
                  out);
     cr_expect(strcmp(out, "dirty") == 0 || strcmp(out, "clean") == 0, "state %s", out);
     free(out);
+}
+
+Test(mount_kernel, ls_asks_for_labels_once_a_run)
+{
+    sy_mount(false, "");
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "mkdir d e && for i in $(seq 20); do echo $i > d/f$i.md; "
+                              "echo $i > e/g$i.md; done && ls -lR . > /dev/null"),
+                 0, "%s", out);
+    free(out);
+    long g0 = requests("GETXATTR");
+    cr_assert_eq(sy_run(&out, "ls -lR . | grep -c '\\.md$'"), 0, "%s", out);
+    cr_expect_str_eq(out, "41\n", "ls -lR listed %s files", out); /* a.md, d/ and e/ */
+    free(out);
+    long g1 = requests("GETXATTR");
+    /* One for the labels, and at most one a directory (its default ACL,
+     * which the kernel may ask again): 4, where it was 46. */
+    cr_expect_leq(g1 - g0, 4, "a second ls -lR of 41 files asked %ld GETXATTRs", g1 - g0);
+
+    /* What each namespace answers, straight from the daemon. */
+    char p[512];
+    snprintf(p, sizeof(p), "%s/d/f1.md", mnt);
+    const char *unkept[] = {"security.selinux", "security.capability", "trusted.x",
+                            "system.nfs4_acl"};
+    for (size_t i = 0; i < sizeof(unkept) / sizeof(unkept[0]); i++) {
+        errno = 0;
+        cr_expect_eq(getxattr(p, unkept[i], NULL, 0), -1, "%s", unkept[i]);
+        cr_expect_eq(errno, ENOTSUP, "%s: %s", unkept[i], strerror(errno));
+    }
+    const char *kept[] = {"user.other", "user.memstore.nothing", "system.posix_acl_access"};
+    for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+        errno = 0;
+        cr_expect_eq(getxattr(p, kept[i], NULL, 0), -1, "%s", kept[i]);
+        cr_expect_eq(errno, ENODATA, "%s: %s", kept[i], strerror(errno));
+    }
+    cr_expect_gt(getxattr(p, "user.memstore.sha256", NULL, 0), 0);
 }
 
 Test(mount_kernel, no_xattrs_asks_nothing)

@@ -439,7 +439,7 @@ static int setup_stores(struct mount_opts *o)
     if (!o->log_file && (rc = daemon_open_log(o)))
         return rc;
     struct http_opts ho = {.base_url = D.cred.base_url, .api_key = D.cred.api_key,
-                           .bearer = D.cred.bearer, .max_in_flight = 8, .max_retries = -1,
+                           .bearer = D.cred.bearer, .max_in_flight = 16, .max_retries = -1,
                            .max_per_minute = o->max_rpm};
     D.http = http_client_new(&ho);
     if (!D.http) {

@@ -130,12 +130,17 @@ int api_memories_fetch(struct http_client *c, const char *store_id, struct api_f
                        size_t n);
 
 /* Pages of view=full listings (20 memories with content a page) for many
- * prefixes at once (api_pages.c): each call sends the next page of every
- * request not done, in flight together.  A request lists path_prefix
- * (ending with '/'), with depth1 only the memories directly in it; after
- * the call, items holds that page's memories (content checked; malformed
- * items left out, in items.skipped), err/e its error, and done is set at
- * its last page or an error.  -ENOMEM or -EINVAL before any request. */
+ * prefixes at once (api_pages.c), each lane at its own pace.  A lane
+ * lists path_prefix (ending with '/'), with depth1 only the memories
+ * directly in it, from cursor (NULL: the first page).  After each of its
+ * pages, turn(arg, r) is called with r->items holding that page's
+ * memories (content checked; malformed items left out, in items.skipped;
+ * freed when turn returns), r->err / r->e its error, and r->done set at
+ * its last page or an error.  turn returns true to go on: with the next
+ * page while !r->done, or with the first page of another prefix it set
+ * after api_page_req_clear (cursor NULL, done false, pages 0); false ends
+ * the lane.  A lane a cancel ends has done set and err -ECANCELED.
+ * Returns -ENOMEM or -EINVAL before any request, else 0. */
 struct api_page_req {
     const char *path_prefix; /* in, borrowed */
     bool depth1;             /* in */
@@ -146,8 +151,9 @@ struct api_page_req {
     struct api_list items;
     struct api_error e;
 };
-int api_pages_next(struct http_client *c, const char *store_id, struct api_page_req *r,
-                   size_t n);
+typedef bool (*api_page_turn)(void *arg, struct api_page_req *r);
+int api_pages_run(struct http_client *c, const char *store_id, struct api_page_req *r, size_t n,
+                  api_page_turn turn, void *arg);
 void api_page_req_clear(struct api_page_req *r);
 
 /* Single writes.  out (view=basic: no content) may be NULL. */

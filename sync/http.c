@@ -19,6 +19,7 @@
  *   WAIT --(not_before reached, fewer than max_in_flight running)--> RUN
  *   RUN  --(retryable failure, attempts left, before the deadline)--> WAIT
  *   RUN  --(anything else)--> DONE;  WAIT/RUN --(cancel, deadline)--> DONE
+ *   DONE --(the run's on_done sends it again, a new call)--> WAIT
  * Each attempt gets a fresh easy handle; the connection survives in the
  * lane's cache.  Every slot ends DONE with call->err set.
  *
@@ -604,6 +605,23 @@ static void end_attempt(struct run *r, struct slot *s, CURLcode cc, const struct
     r->retrying++;
 }
 
+/* A call its caller sends again (http_run_opts.on_done): a new call in
+ * the same slot, started by the next pass like a retry that is due. */
+static void send_again(struct run *r, struct slot *s)
+{
+    struct http_call *call = s->call;
+    http_call_clear(call);
+    if (!call->method || !call->path || call->path[0] != '/' ||
+        strpbrk(call->path, " \r\n\t") || strpbrk(call->method, " \r\n\t:")) {
+        call->err = -EINVAL;
+        return;
+    }
+    s->st = S_WAIT;
+    s->not_before = 0;
+    r->done--;
+    r->retrying++;
+}
+
 /* Ends every unfinished call with err (cancel or deadline). */
 static void abort_all(struct run *r, int err)
 {
@@ -691,6 +709,8 @@ static void drive(struct run *r, const struct http_run_opts *ro)
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
             CURLcode cc = m->data.result;
             end_attempt(r, s, cc, ro);
+            if (s->st == S_DONE && ro && ro->on_done && ro->on_done(ro->arg, s->call))
+                send_again(r, s);
         }
         if (mc != CURLM_OK) {
             log_warn("HTTP multi handle failed", "error", curl_multi_strerror(mc));

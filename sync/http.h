@@ -76,6 +76,16 @@ struct http_run_opts {
                                  * and no retry is scheduled past it. */
     const volatile int *cancel; /* when it reads non-zero, unfinished calls
                                  * end -ECANCELED */
+    /* Called on the running thread as each call ends with its result
+     * (not for the calls a cancel or the deadline ends), so that the
+     * caller can take it while the others are still in flight.  Returning
+     * true sends the call again as a new one, at once: its in fields may
+     * have changed (a path it points to must live until the call's next
+     * end or the run's), its out fields are reset (what the callback keeps
+     * of resp it takes: call->resp = NULL).  A call that cannot be sent
+     * (no method, bad path) ends -EINVAL without a second callback. */
+    bool (*on_done)(void *arg, struct http_call *call);
+    void *arg;
 };
 
 /* Runs the n calls (each call's out fields are reset first).  Returns 0

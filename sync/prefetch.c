@@ -6,9 +6,12 @@
  *  - bulk: a top-level directory ("/notes/", or "/" for the files at the
  *    root) most of whose files lack their content is listed with
  *    view=full, 20 memories with their content a page; up to
- *    BULK_IN_FLIGHT directories page at once (api_pages_next), within the
- *    daemon's request budget.  A store of 2,000 memories in 20 directories
- *    comes down in 100 requests, 8 at a time, instead of 2,000;
+ *    BULK_IN_FLIGHT directories page at once (api_pages_run), each at its
+ *    own pace (a page is stored while the others are in flight, and its
+ *    directory's next page leaves at once), within the daemon's request
+ *    budget.  A store of 2,000 memories in 20 directories comes down in
+ *    100 requests, 16 at a time (the official worker's fetch concurrency),
+ *    instead of 2,000;
  *  - one GET a memory (view=full, 32 in flight) for the rest: directories
  *    where little is missing, and whatever a page did not carry (a memory
  *    changed or deleted since, an item that did not pass the checks).
@@ -37,7 +40,7 @@
 #define PREFETCH_BATCH 32
 #define MSG_FETCH_FAILED "failed to fetch memory content"
 #define BULK_MIN 20       /* a full page: fewer missing are fetched one by one */
-#define BULK_IN_FLIGHT 8
+#define BULK_IN_FLIGHT 16
 
 static bool stopping(struct syncer *s)
 {
@@ -89,11 +92,56 @@ static size_t bulk_groups(struct cache_content_group *g, size_t n)
     return k;
 }
 
-/* Lists the groups with their content, BULK_IN_FLIGHT at a time; stops
- * starting new ones once about max memories came (0: no bound).  The
- * memories stored go to *got. */
-static void bulk(struct syncer *s, struct sstore *st, struct cache_content_group *g, size_t n,
-                 size_t max, size_t *got)
+struct bulk {
+    struct syncer *s;
+    struct sstore *st;
+    const struct cache_content_group *g;
+    size_t n, next;              /* the groups, and the next one to start */
+    size_t max, *got;            /* stop starting groups at about max (0: none) */
+    const struct cache_missing *want; /* sorted by hash */
+    size_t n_want;
+    struct api_page_req *lane;
+    uint64_t bound[BULK_IN_FLIGHT]; /* a lane's pages at most */
+};
+
+/* Puts lane r on the next group, if one is left and wanted. */
+static bool lane_start(struct bulk *b, struct api_page_req *r)
+{
+    if (b->next >= b->n || (b->max && *b->got >= b->max) || stopping(b->s))
+        return false;
+    api_page_req_clear(r);
+    memset(r, 0, sizeof(*r));
+    const struct cache_content_group *g = &b->g[b->next++];
+    r->path_prefix = g->prefix;
+    r->depth1 = strcmp(g->prefix, "/") == 0;
+    /* A server that pages for ever costs at most this. */
+    b->bound[r - b->lane] = g->files / 20 + 3;
+    return true;
+}
+
+/* A page of lane r came: keep what the cache wants of it; go on with the
+ * lane's next page, or its next group. */
+static bool page_turn(void *arg, struct api_page_req *r)
+{
+    struct bulk *b = arg;
+    if (r->err)
+        log_debug("listing content failed; fetching it one by one", "memory_store_id",
+                  b->st->id, "path_prefix", r->path_prefix, "error", strerror(-r->err));
+    else
+        *b->got += keep_page(b->s, &r->items, b->want, b->n_want);
+    if (stopping(b->s))
+        return false;
+    if (!r->done && (uint64_t)r->pages < b->bound[r - b->lane])
+        return true;
+    return lane_start(b, r);
+}
+
+/* Lists the groups with their content, up to BULK_IN_FLIGHT at once, a
+ * lane taking the next group as soon as its own is listed; stops starting
+ * new ones once about max memories came (0: no bound).  The memories
+ * stored go to *got. */
+static void bulk(struct syncer *s, struct sstore *st, const struct cache_content_group *g,
+                 size_t n, size_t max, size_t *got)
 {
     struct cache_missing *want = NULL;
     size_t n_want = 0;
@@ -101,58 +149,17 @@ static void bulk(struct syncer *s, struct sstore *st, struct cache_content_group
         return;
     if (n_want > 1)
         qsort(want, n_want, sizeof(*want), cmp_sha);
-    struct api_page_req slot[BULK_IN_FLIGHT];
-    uint64_t bound[BULK_IN_FLIGHT];
-    size_t used = 0, next = 0;
-    memset(slot, 0, sizeof(slot));
-    for (;;) {
-        /* Fill free slots with the next directories. */
-        for (size_t i = 0; i < BULK_IN_FLIGHT; i++) {
-            if (slot[i].path_prefix && !slot[i].done)
-                continue;
-            if (slot[i].path_prefix) {
-                api_page_req_clear(&slot[i]);
-                memset(&slot[i], 0, sizeof(slot[i]));
-                used--;
-            }
-            if (next < n && (!max || *got < max)) {
-                slot[i].path_prefix = g[next].prefix;
-                slot[i].depth1 = strcmp(g[next].prefix, "/") == 0;
-                /* A server that pages for ever costs at most this. */
-                bound[i] = g[next].files / 20 + 3;
-                next++;
-                used++;
-            }
-        }
-        if (!used || stopping(s))
-            break;
-        struct api_page_req act[BULK_IN_FLIGHT];
-        size_t map[BULK_IN_FLIGHT], k = 0;
-        for (size_t i = 0; i < BULK_IN_FLIGHT; i++)
-            if (slot[i].path_prefix && !slot[i].done) {
-                act[k] = slot[i];
-                map[k++] = i;
-            }
-        int rc = api_pages_next(s->h, st->id, act, k);
-        for (size_t j = 0; j < k; j++) {
-            slot[map[j]] = act[j];
-            struct api_page_req *r = &slot[map[j]];
-            if (rc) {
-                r->done = true;
-                continue;
-            }
-            *got += keep_page(s, &r->items, want, n_want);
-            if (r->err)
-                log_debug("listing content failed; fetching it one by one", "memory_store_id",
-                          st->id, "path_prefix", r->path_prefix, "error", strerror(-r->err));
-            if ((uint64_t)r->pages >= bound[map[j]])
-                r->done = true;
-        }
-        if (rc)
-            break;
-    }
+    struct api_page_req lane[BULK_IN_FLIGHT];
+    memset(lane, 0, sizeof(lane));
+    struct bulk b = {.s = s, .st = st, .g = g, .n = n, .max = max, .got = got, .want = want,
+                     .n_want = n_want, .lane = lane};
+    size_t k = 0;
+    while (k < BULK_IN_FLIGHT && lane_start(&b, &lane[k]))
+        k++;
+    if (k)
+        api_pages_run(s->h, st->id, lane, k, page_turn, &b);
     for (size_t i = 0; i < BULK_IN_FLIGHT; i++)
-        api_page_req_clear(&slot[i]);
+        api_page_req_clear(&lane[i]);
     free(want);
 }
 

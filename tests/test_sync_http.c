@@ -468,3 +468,58 @@ Test(http, invalid_calls)
     cr_assert_null(http_client_new(&o));
     cr_assert_eq(errno, EINVAL);
 }
+
+/* on_done: a call sent again as it ends, up to 5 times, while the run's
+ * other call is still in flight; a call sent again with a path that
+ * cannot be sent ends -EINVAL without a second callback. */
+struct again {
+    int ends, slow_ends, bad_ends, ends_before_slow;
+    const char *bad;
+};
+
+static bool send_again_cb(void *arg, struct http_call *call)
+{
+    struct again *a = arg;
+    if (strstr(call->path, "limit=1")) {
+        a->slow_ends++;
+        return false;
+    }
+    if (call->path == a->bad) {
+        a->bad_ends++;
+        return false;
+    }
+    cr_assert_eq(call->status, 200);
+    cr_assert_not_null(call->resp);
+    if (!a->slow_ends)
+        a->ends_before_slow++;
+    if (++a->ends == 5) {
+        call->path = a->bad;
+        return true;
+    }
+    return a->ends < 5;
+}
+
+Test(http, a_call_sent_again_as_it_ends)
+{
+    struct http_client *c = client("test-key", -1, 50);
+    fault("{\"action\":\"latency\",\"latency_ms\":1000,\"count\":0,\"method\":\"GET\","
+          "\"query\":\"limit=1\"}");
+    char *fast = list_path(), *slow;
+    cr_assert(asprintf(&slow, "/v1/memory_stores/%s/memories?limit=1", store) > 0);
+    struct again a = {.bad = "no-slash"};
+    struct http_call calls[2] = {{.method = "GET", .path = slow}, {.method = "GET", .path = fast}};
+    struct http_run_opts ro = {.on_done = send_again_cb, .arg = &a};
+    cr_assert_eq(http_run_ex(c, calls, 2, &ro), -EINVAL);
+    cr_expect_eq(a.ends, 5, "the fast call ended %d times", a.ends);
+    cr_expect_eq(a.slow_ends, 1);
+    cr_expect_eq(a.ends_before_slow, 5, "the fast call waited for the slow one");
+    cr_expect_eq(a.bad_ends, 0, "the call that cannot be sent was handed back");
+    cr_expect_eq(calls[0].err, 0);
+    cr_expect_eq(calls[1].err, -EINVAL);
+    cr_expect_eq(t_route_count(&srv, "GET /v1/memory_stores/{id}/memories"), 6);
+    http_call_clear(&calls[0]);
+    http_call_clear(&calls[1]);
+    free(fast);
+    free(slow);
+    http_client_free(&c);
+}

@@ -5,7 +5,9 @@
  * directory's item outside it (each -ENOTSUP, so the caller lists page by
  * page), a malformed rollup, a directory whose cursor goes round, and a
  * directory that never ends (the memory budget); and a root of more than
- * 64 directories gives way to pages (-E2BIG).  The server is a real
+ * 64 directories gives way to pages (-E2BIG).  And the bulk pages with
+ * content (api_pages_run): a lane takes prefix after prefix, and lanes
+ * do not wait for each other.  The server is a real
  * memstored; its reply and pages faults play the wrong servers. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -278,4 +280,122 @@ Test(tree, up_to_64_directories_are_listed_by_directory)
     cr_expect_eq(list_requests(), 1 + 64, "%ld requests", list_requests());
     api_list_free(&l);
     api_error_clear(&e);
+}
+
+/* ---- the bulk pages with content (api_pages_run) ---------------------- */
+
+struct lanes {
+    const char *const *prefix; /* the prefixes still to start, NULL-ended */
+    size_t next;
+    int pages[8], memories, wrong, slow_first_at;
+    const char *slow;          /* a prefix whose page is slow (or NULL) */
+    int turns;
+};
+
+static int prefix_no(struct lanes *l, const char *p)
+{
+    for (int i = 0; l->prefix[i]; i++)
+        if (l->prefix[i] == p)
+            return i;
+    return -1;
+}
+
+static bool turn(void *arg, struct api_page_req *r)
+{
+    struct lanes *l = arg;
+    l->turns++;
+    cr_assert_eq(r->err, 0, "%s: %s", r->path_prefix, strerror(-r->err));
+    int k = prefix_no(l, r->path_prefix);
+    cr_assert(k >= 0);
+    l->pages[k]++;
+    for (size_t i = 0; i < r->items.n; i++) {
+        const struct api_memory *m = &r->items.items[i];
+        l->memories++;
+        /* Each memory's content is its path, and it lies in the prefix. */
+        if (!m->content || strcmp(m->content, m->path) != 0 ||
+            strncmp(m->path, r->path_prefix, strlen(r->path_prefix)) != 0)
+            l->wrong++;
+    }
+    if (l->slow && strcmp(r->path_prefix, l->slow) == 0 && !l->slow_first_at)
+        l->slow_first_at = l->turns;
+    if (!r->done)
+        return true;
+    if (!l->prefix[l->next])
+        return false;
+    api_page_req_clear(r);
+    memset(r, 0, sizeof(*r));
+    r->path_prefix = l->prefix[l->next++];
+    r->depth1 = strcmp(r->path_prefix, "/") == 0;
+    return true;
+}
+
+static void put_many(const char *dir, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char p[64];
+        snprintf(p, sizeof(p), "%sm%02d.md", dir, i);
+        put(p);
+    }
+}
+
+/* One lane goes through every prefix it is given, page after page, each
+ * memory once with its content: 45 + 5 + 25 memories and 3 at the root
+ * in 3 + 1 + 2 + 1 requests. */
+Test(tree, one_lane_takes_prefix_after_prefix)
+{
+    put_many("/a/", 45);
+    put_many("/b/", 5);
+    put_many("/c/", 25);
+    put_many("/", 3);
+    static const char *const prefix[] = {"/a/", "/b/", "/c/", "/", NULL};
+    struct lanes l = {.prefix = prefix, .next = 1};
+    struct api_page_req r = {.path_prefix = prefix[0]};
+    reset_stats();
+    cr_assert_eq(api_pages_run(cli, store, &r, 1, turn, &l), 0);
+    api_page_req_clear(&r);
+    cr_expect_eq(l.memories, 78);
+    cr_expect_eq(l.wrong, 0);
+    cr_expect_eq(l.pages[0], 3);
+    cr_expect_eq(l.pages[1], 1);
+    cr_expect_eq(l.pages[2], 2);
+    cr_expect_eq(l.pages[3], 1);
+    cr_expect_eq(list_requests(), 7);
+}
+
+/* Lanes do not go in lock step: while the one page of a slow directory
+ * is in flight (1.5 s), the other lane lists its three pages and the
+ * next directory's, each leaving as soon as the one before it came. */
+Test(tree, a_lane_goes_on_while_another_waits)
+{
+    put_many("/a/", 45);
+    put_many("/b/", 10);
+    put_many("/s/", 3);
+    fault("{\"action\":\"latency\",\"latency_ms\":1500,\"count\":0,\"method\":\"GET\","
+          "\"query\":\"path_prefix=/s/\"}");
+    static const char *const prefix[] = {"/s/", "/a/", "/b/", NULL};
+    struct lanes l = {.prefix = prefix, .next = 2, .slow = "/s/"};
+    struct api_page_req r[2] = {{.path_prefix = prefix[0]}, {.path_prefix = prefix[1]}};
+    cr_assert_eq(api_pages_run(cli, store, r, 2, turn, &l), 0);
+    api_page_req_clear(&r[0]);
+    api_page_req_clear(&r[1]);
+    cr_expect_eq(l.memories, 58);
+    cr_expect_eq(l.wrong, 0);
+    cr_expect_eq(l.slow_first_at, 5, "the slow page came at turn %d, not after the 4 others",
+                 l.slow_first_at);
+}
+
+/* A cancel ends every lane, each with done set and -ECANCELED. */
+Test(tree, a_cancel_ends_the_lanes)
+{
+    put_many("/a/", 3);
+    static const char *const prefix[] = {"/a/", NULL};
+    struct lanes l = {.prefix = prefix, .next = 1};
+    struct api_page_req r = {.path_prefix = prefix[0]};
+    http_client_cancel(cli, true);
+    cr_assert_eq(api_pages_run(cli, store, &r, 1, turn, &l), 0);
+    http_client_cancel(cli, false);
+    cr_expect(r.done);
+    cr_expect_eq(r.err, -ECANCELED);
+    cr_expect_eq(l.turns, 0);
+    api_page_req_clear(&r);
 }

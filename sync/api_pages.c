@@ -54,7 +54,10 @@ static int aim(struct pages_run *p, size_t k)
     int rc = apip_list_path(&p->paths[k], p->store_id, true, r->path_prefix, r->depth1, r->cursor);
     if (rc)
         return rc;
-    p->calls[k] = (struct http_call){.method = "GET", .path = p->paths[k].p};
+    /* Only the in fields: the call may still hold its last answer, which
+     * http_run frees as it sends the call again. */
+    p->calls[k].method = "GET";
+    p->calls[k].path = p->paths[k].p;
     return 0;
 }
 

@@ -50,6 +50,21 @@ out:
     return rc;
 }
 
+/* Runs a bound SELECT EXISTS(...) and finishes it: its answer in *yes
+ * (left as it was on error). */
+static int step_exists(struct cache *c, sqlite3_stmt *st, const char *what, bool *yes)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *yes = sqlite3_column_int(st, 0) != 0;
+        rc = 0;
+    } else {
+        rc = db_fail(c, rc, what);
+    }
+    db_finish(c, st);
+    return rc;
+}
+
 int cache_store_has_local_work(struct cache *c, const char *store_id, bool final, bool *work)
 {
     sqlite3_stmt *st;
@@ -64,14 +79,7 @@ int cache_store_has_local_work(struct cache *c, const char *store_id, bool final
     if (!rc) {
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int(st, 2, final);
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-            *work = sqlite3_column_int(st, 0) != 0;
-            rc = 0;
-        } else {
-            rc = db_fail(c, rc, "local work");
-        }
-        db_finish(c, st);
+        rc = step_exists(c, st, "local work", work);
     }
     db_unlock(c);
     return rc;
@@ -87,14 +95,9 @@ int cache_store_empty(struct cache *c, const char *store_id, bool *empty)
                            " OR EXISTS(SELECT 1 FROM conflicts WHERE store = ?1)", &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-        rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-            *empty = sqlite3_column_int(st, 0) == 0;
-            rc = 0;
-        } else {
-            rc = db_fail(c, rc, "store empty");
-        }
-        db_finish(c, st);
+        bool any = true;
+        rc = step_exists(c, st, "store empty", &any);
+        *empty = !rc && !any;
     }
     db_unlock(c);
     return rc;

@@ -605,14 +605,21 @@ static void end_attempt(struct run *r, struct slot *s, CURLcode cc, const struct
     r->retrying++;
 }
 
+/* Whether a call can be sent: a method and a path starting with '/',
+ * neither with a character that would break the request line. */
+static bool call_sendable(const struct http_call *call)
+{
+    return call->method && call->path && call->path[0] == '/' &&
+           !strpbrk(call->path, " \r\n\t") && !strpbrk(call->method, " \r\n\t:");
+}
+
 /* A call its caller sends again (http_run_opts.on_done): a new call in
  * the same slot, started by the next pass like a retry that is due. */
 static void send_again(struct run *r, struct slot *s)
 {
     struct http_call *call = s->call;
     http_call_clear(call);
-    if (!call->method || !call->path || call->path[0] != '/' ||
-        strpbrk(call->path, " \r\n\t") || strpbrk(call->method, " \r\n\t:")) {
+    if (!call_sendable(call)) {
         call->err = -EINVAL;
         return;
     }
@@ -769,8 +776,7 @@ int http_run_ex(struct http_client *c, struct http_call *calls, size_t n,
     int rc = c ? 0 : -EINVAL;
     for (size_t i = 0; i < n; i++) {
         http_call_clear(&calls[i]);
-        if (!calls[i].method || !calls[i].path || calls[i].path[0] != '/' ||
-            strpbrk(calls[i].path, " \r\n\t") || strpbrk(calls[i].method, " \r\n\t:"))
+        if (!call_sendable(&calls[i]))
             rc = -EINVAL;
     }
     if (n == 0 || rc)

@@ -12,9 +12,10 @@
  *    budget.  A store of 2,000 memories in 20 directories comes down in
  *    100 requests, 16 at a time (the official worker's fetch concurrency),
  *    instead of 2,000;
- *  - one GET a memory (view=full, 32 in flight) for the rest: directories
- *    where little is missing, and whatever a page did not carry (a memory
- *    changed or deleted since, an item that did not pass the checks).
+ *  - one GET a memory (view=full, batches of 32, the client's 16 in
+ *    flight) for the rest: directories where little is missing, and
+ *    whatever a page did not carry (a memory changed or deleted since, an
+ *    item that did not pass the checks).
  * Content is stored by its hash (cache_blob_put), and only the hashes the
  * cache lacks are taken from a page (not what it has, nor what
  * --cache-max-size evicted on purpose): a memory that changed since costs

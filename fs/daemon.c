@@ -52,6 +52,7 @@
 #include "daemon.h"
 #include "engine.h"
 #include "fs.h"
+#include "fsloop.h"
 #include "history.h"
 #include "housekeep.h"
 #include "http.h"
@@ -89,14 +90,10 @@ static void fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap
 static void *loop_main(void *arg)
 {
     struct fs_store *s = arg;
-    struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-    if (cfg) {
-        fuse_loop_cfg_set_max_threads(cfg, 16);
-        fuse_session_loop_mt(s->se, cfg);
-        fuse_loop_cfg_destroy(cfg);
-    } else {
-        fuse_session_loop(s->se);
-    }
+    int rc = fsloop_run(s->se);
+    if (rc < 0)
+        log_error("cannot read the mount's requests; the mount stops", "memory_store_id", s->id,
+                  "path", s->mount_path, "error", strerror(-rc));
     __atomic_store_n(&s->loop_done, 1, __ATOMIC_RELEASE);
     uint64_t one = 1;
     (void)!write(D.wake_fd, &one, sizeof(one));

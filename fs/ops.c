@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "fsloop.h"
 #include "log.h"
 #include "ops.h"
 #include "rules.h"
@@ -371,7 +372,9 @@ int ops_load(struct fs_store *s, struct ofile *f)
         }
         ofile_unlock(f);
         if (rc == -ENOENT && attempt < 4 && n.memory_id[0]) {
-            /* Not in the cache yet: download it, with no lock held. */
+            /* Not in the cache yet: download it, with no lock held, while
+             * another thread serves the mount's other requests. */
+            fsloop_blocking();
             rc = syncer_fetch(s->sync, s->sync_idx, n.memory_id, n.sha);
             if (rc == -ESTALE) {
                 /* The memory changed again since it was listed: the sync

@@ -1,0 +1,16 @@
+/* fsloop.h - the request loop of one mounted store (fsloop.c). */
+#ifndef MEMSTOREFS_FSLOOP_H
+#define MEMSTOREFS_FSLOOP_H
+
+#include "fs.h"
+
+/* Reads and runs the session's requests until it is unmounted or
+ * exited, then waits for every request still running; 0, or the
+ * negative errno of the device read that ended it. */
+int fsloop_run(struct fuse_session *se);
+
+/* Called by a request about to wait on the network: another thread
+ * takes over reading requests meanwhile.  A no-op outside the loop. */
+void fsloop_blocking(void);
+
+#endif

@@ -170,15 +170,20 @@ void xattr_list(fuse_req_t req, fuse_ino_t ino, size_t size)
         fuse_reply_buf(req, buf, n);
 }
 
+/* No attribute can ever be set or removed.  ENOSYS tells the kernel so
+ * for the whole connection: it answers this call and every later one
+ * EOPNOTSUPP (ENOTSUP) itself, so `cp -a`, `rsync -X` and `sed -i` (which
+ * copy a file's ACL) cost no round trip for it.  A read-only store says
+ * EROFS, as every change there (the kernel refuses first: `ro` mount). */
 void xattr_set(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
                int flags)
 {
     struct fs_store *s = fuse_req_userdata(req);
-    fuse_reply_err(req, s->read_only ? EROFS : ENOTSUP);
+    fuse_reply_err(req, s->read_only ? EROFS : ENOSYS);
 }
 
 void xattr_remove(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
     struct fs_store *s = fuse_req_userdata(req);
-    fuse_reply_err(req, s->read_only ? EROFS : ENOTSUP);
+    fuse_reply_err(req, s->read_only ? EROFS : ENOSYS);
 }

@@ -124,6 +124,32 @@ Test(mount_kernel, nothing_can_need_dropping)
     cr_expect_eq(st.st_mode & 07777, 0644);
 }
 
+/* Setting or removing an attribute fails ENOTSUP, and after the first
+ * refusal of each the kernel answers by itself (it asked 20 of each). */
+Test(mount_kernel, attributes_are_refused_without_asking_each_time)
+{
+    sy_mount(false, "");
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "for i in $(seq 20); do echo $i > f$i.md; done"), 0, "%s", out);
+    free(out);
+    long s0 = requests("SETXATTR"), r0 = requests("REMOVEXATTR");
+    for (int i = 1; i <= 20; i++) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/f%d.md", mnt, i);
+        cr_expect_eq(setxattr(p, i % 2 ? "user.note" : "user.memstore.state", "x", 1, 0), -1);
+        cr_expect_eq(errno, ENOTSUP, "setxattr %d: %s", i, strerror(errno));
+        cr_expect_eq(removexattr(p, "user.note"), -1);
+        cr_expect_eq(errno, ENOTSUP, "removexattr %d: %s", i, strerror(errno));
+    }
+    long s1 = requests("SETXATTR"), r1 = requests("REMOVEXATTR");
+    cr_expect_leq(s1 - s0, 1, "20 setxattr asked the daemon %ld times", s1 - s0);
+    cr_expect_leq(r1 - r0, 1, "20 removexattr asked the daemon %ld times", r1 - r0);
+    /* Reading them still works: the history attributes are there. */
+    char p[512], v[256];
+    snprintf(p, sizeof(p), "%s/a.md", mnt);
+    cr_expect_gt(getxattr(p, "user.memstore.state", v, sizeof(v)), 0, "%s", strerror(errno));
+}
+
 Test(mount_kernel, an_inode_acl_is_asked_once)
 {
     sy_mount(false, "");

@@ -309,6 +309,14 @@ int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len
 int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t len,
                          int64_t mtime_ns, const char *expect_sha, bool held,
                          char sha_out[SHA256_HEX_LEN + 1]);
+/* cache_set_content_if(..., held = true, ...) for the close of one
+ * descriptor (a FUSE flush), as durable (it survives kill -9 once the call
+ * returns) but without a commit of its own: the content joins the lazy
+ * transaction, committed with the work of the next few milliseconds, and
+ * a record in the journal of closed files (cache/journal.c) keeps it until
+ * then.  Other connections to the database see it at that commit. */
+int cache_save_closed(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                      int64_t mtime_ns, const char *expect_sha, char sha_out[SHA256_HEX_LEN + 1]);
 /* The last writer of a file closed it (or fsynced it): content saved as
  * CACHE_HELD becomes CACHE_SAVED. */
 int cache_mark_saved(struct cache *c, uint64_t ino);

@@ -12,6 +12,9 @@
  *  cache_set_content_if  the same for bytes edited from a known content;
  *                     when the node moved meanwhile (a sync brought the
  *                     store's version), the bytes become a conflict record.
+ *  cache_save_closed  the same, held, for the close of a descriptor: no
+ *                     commit of its own but a record in the journal of
+ *                     closed files (save_closed, cache/journal.c).
  *  cache_mark_saved   held -> saved (the last writer closed or fsynced):
  *                     cache/saved.c, which defers and groups the marks.
  *  cache_mark_dirty   clean -> dirty before buffered content lands.
@@ -38,10 +41,13 @@ struct content_args {
     const char *buf;
     size_t len;
     int64_t mtime;
-    char *sha;
+    const char *sha;
     const char *expect; /* the hash the bytes were edited from, or NULL */
     bool held;          /* a writer still has the file open */
     bool kept;          /* out: the node had moved; kept as a conflict */
+    bool where;         /* fill store and path (a journal record's) */
+    char store[CACHE_ID_MAX];
+    char *path;         /* malloc'd */
 };
 
 /* The node moved under an open buffer (a sync pulled the store's version
@@ -76,6 +82,11 @@ static int content_tx(struct cache *c, void *arg)
     if (!rc && n.is_dir)
         rc = -EISDIR;
     bool moved = !rc && a->expect && strcmp(n.sha, a->expect) != 0;
+    if (!rc && a->where) {
+        memcpy(a->store, store, sizeof(store));
+        if (!a->path && !(a->path = strdup(n.path)))
+            rc = -ENOMEM;
+    }
     sqlite3_stmt *st;
     if (!rc)
         rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
@@ -114,27 +125,82 @@ static int content_tx(struct cache *c, void *arg)
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "set content");
 }
 
+int db_content_put(struct cache *c, uint64_t ino, const char *buf, size_t len, int64_t mtime_ns,
+                   const char *sha, const char *expect, bool held, bool *kept)
+{
+    struct content_args a = {.ino = ino, .buf = buf, .len = len, .mtime = mtime_ns, .sha = sha,
+                             .expect = expect, .held = held};
+    int rc = content_tx(c, &a);
+    *kept = !rc && a.kept;
+    return rc;
+}
+
+/* A close's content (held: a writer may still have the file open): saved
+ * into the lazy transaction, made durable by a journal record before the
+ * call returns (cache/journal.c); committed at once when the journal
+ * cannot take it or nothing would commit it later (no saver). */
+static int save_closed(struct cache *c, struct content_args *a)
+{
+    db_lock(c);
+    bool journal = db_journal_ready(c, a->len), first = false;
+    a->where = journal;
+    int rc = db_begin(c);
+    if (!rc)
+        rc = content_tx(c, a);
+    if (!rc && journal)
+        rc = db_journal_begin(c, &first);
+    if (!rc)
+        rc = journal ? db_commit_lazy(c) : db_commit(c);
+    if (rc) {
+        if (journal)
+            db_journal_unbegin(c, first);
+        db_rollback(c);
+    } else if (journal && c->lazy) {
+        struct db_jrec r = {a->ino, a->store, a->path, a->sha, a->expect, a->mtime, a->held,
+                            a->buf, a->len};
+        if (db_journal_add(c, &r) != 0)
+            rc = db_settle(c); /* durable the other way: a commit */
+    }
+    db_unlock(c);
+    free(a->path);
+    return rc;
+}
+
 int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
                       int64_t mtime_ns, char sha_out[SHA256_HEX_LEN + 1])
 {
     return cache_set_content_if(c, ino, buf, len, mtime_ns, NULL, false, sha_out);
 }
 
-int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t len,
-                         int64_t mtime_ns, const char *expect_sha, bool held,
-                         char sha_out[SHA256_HEX_LEN + 1])
+static int set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                       int64_t mtime_ns, const char *expect_sha, bool held, bool closed,
+                       char sha_out[SHA256_HEX_LEN + 1])
 {
     if (len > MEM_CONTENT_MAX_BYTES)
         return -EFBIG;
     char sha[SHA256_HEX_LEN + 1];
     sha256_hex(buf, len, sha); /* outside the lock: hashing needs no database */
-    struct content_args a = {ino, buf, len, mtime_ns, sha, expect_sha, held, false};
-    int rc = db_in_tx(c, content_tx, &a);
+    struct content_args a = {.ino = ino, .buf = buf, .len = len, .mtime = mtime_ns, .sha = sha,
+                             .expect = expect_sha, .held = held};
+    int rc = closed ? save_closed(c, &a) : db_in_tx(c, content_tx, &a);
     if (!rc && a.kept)
         return -ESTALE;
     if (!rc && sha_out)
         memcpy(sha_out, sha, sizeof(sha));
     return rc;
+}
+
+int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                         int64_t mtime_ns, const char *expect_sha, bool held,
+                         char sha_out[SHA256_HEX_LEN + 1])
+{
+    return set_content(c, ino, buf, len, mtime_ns, expect_sha, held, false, sha_out);
+}
+
+int cache_save_closed(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                      int64_t mtime_ns, const char *expect_sha, char sha_out[SHA256_HEX_LEN + 1])
+{
+    return set_content(c, ino, buf, len, mtime_ns, expect_sha, true, true, sha_out);
 }
 
 struct mark_args {

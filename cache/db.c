@@ -277,6 +277,13 @@ static int run_cached(struct cache *c, enum db_slot slot, const char *sql)
 
 int db_begin(struct cache *c)
 {
+    /* Closed files a failed commit took out of the database go back in
+     * before anything else changes (journal.c). */
+    if (c->jstuck && !c->lazy) {
+        int jrc = db_journal_retry(c);
+        if (jrc)
+            return jrc;
+    }
     int rc = c->lazy ? run_cached(c, DB_ST_SAVEPOINT, "SAVEPOINT lazy_part")
                      : run_cached(c, DB_ST_BEGIN, "BEGIN IMMEDIATE");
     /* Every write transaction first writes the saved marks still in
@@ -294,7 +301,10 @@ int db_commit(struct cache *c)
             return rc; /* the caller's db_rollback undoes its part */
         c->lazy = false; /* a failed COMMIT below: the caller rolls all back */
     }
-    return run_cached(c, DB_ST_COMMIT, "COMMIT");
+    int rc = run_cached(c, DB_ST_COMMIT, "COMMIT");
+    if (!rc)
+        db_journal_ended(c, true);
+    return rc;
 }
 
 void db_rollback(struct cache *c)
@@ -307,6 +317,7 @@ void db_rollback(struct cache *c)
     }
     if (!sqlite3_get_autocommit(c->db))
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    db_journal_ended(c, false);
 }
 
 int db_settle(struct cache *c)
@@ -317,6 +328,7 @@ int db_settle(struct cache *c)
     int rc = run_cached(c, DB_ST_COMMIT, "COMMIT");
     if (rc && !sqlite3_get_autocommit(c->db))
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    db_journal_ended(c, rc == 0);
     return rc;
 }
 
@@ -425,6 +437,7 @@ int cache_open(const char *dir, struct cache **out)
     if (!c)
         return -ENOMEM;
     pthread_mutex_init(&c->lock, NULL);
+    c->jfd = -1;
     c->dir = strdup(dir);
     char *file = NULL;
     if (!c->dir || asprintf(&file, "%s/cache.db", dir) < 0) {
@@ -461,6 +474,9 @@ int cache_open(const char *dir, struct cache **out)
                         added_columns[i].decl);
     if (!rc)
         rc = db_exec(c, schema_gc);
+    /* Files closed before a crash whose commit had not come yet. */
+    if (!rc)
+        rc = db_journal_open(c);
     /* What an older build left behind goes now (a cache made before blobs
      * were freed may hold hundreds of MB nothing refers to). */
     if (!rc)
@@ -485,6 +501,9 @@ void cache_close(struct cache **cp)
         db_saver_stop(c);
         db_lock(c);
         (void)db_settle(c);
+        if (c->jstuck)
+            (void)db_journal_retry(c); /* else the next open applies them */
+        db_journal_close(c);
         pthread_mutex_unlock(&c->lock);
     }
     for (int i = 0; i < DB_ST_N; i++)

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdbool.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "cache.h"
@@ -61,6 +62,16 @@ struct cache {
     bool lazy;
     struct timespec lazy_since;
     sqlite3_int64 lazy_mark;
+    /* The journal of closed files (journal.c): its fd (-1 until the first
+     * record), the end of its records, the epoch of the open transaction's
+     * records and its meta key; jin_tx: the open transaction carries
+     * records; jstuck: a failed commit left them the only copy. */
+    int jfd;
+    off_t jend;
+    uint64_t jepoch;
+    bool jin_tx, jstuck, jfailed;
+    struct timespec jstuck_since;
+    char jkey[300];
 };
 
 /* The kept statement of slot (prepared from sql the first time), reset and
@@ -182,6 +193,42 @@ int db_reclaim(struct cache *c);
 #define DB_SQL_NODE_BY_INO "SELECT " NODE_COLS " FROM nodes WHERE ino = ? AND ino > 2"
 #define DB_SQL_NODE_BY_NAME "SELECT " NODE_COLS " FROM nodes WHERE parent = ? AND name = ?"
 #define DB_SQL_PUT_BLOB "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)"
+
+/* The journal of closed files (journal.c).  All with c->lock held.
+ * db_journal_open replays the journals no live process holds (cache_open);
+ * db_journal_ready: a record of len content bytes may be added (the
+ * journal exists or could be made, is not stuck, has room);
+ * db_journal_begin, inside the part that saves the content: the open
+ * transaction records the journal's epoch (*first: this call did; undone
+ * by db_journal_unbegin when the part fails); db_journal_add appends the
+ * record after db_commit_lazy; db_journal_ended: the outermost transaction
+ * committed (the journal is emptied) or was rolled back (stuck);
+ * db_journal_retry applies a stuck journal's records again; and
+ * db_journal_close removes a journal whose records are all committed. */
+struct db_jrec {
+    uint64_t ino;
+    const char *store, *path;
+    const char *sha, *expect; /* expect: NULL when not edited from a known version */
+    int64_t mtime;
+    bool held;
+    const char *buf;
+    size_t len;
+};
+int db_journal_open(struct cache *c);
+bool db_journal_ready(struct cache *c, size_t len);
+int db_journal_begin(struct cache *c, bool *first);
+void db_journal_unbegin(struct cache *c, bool first);
+int db_journal_add(struct cache *c, const struct db_jrec *r);
+void db_journal_ended(struct cache *c, bool committed);
+int db_journal_retry(struct cache *c);
+void db_journal_close(struct cache *c);
+/* What a replayed record needs: a new file made by an open (write.c,
+ * CACHE_NEW), and a content saved as a close saves it (content.c; *kept:
+ * edited from a version since replaced, kept as a conflict record). */
+int db_create_node(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
+                   struct cnode *out);
+int db_content_put(struct cache *c, uint64_t ino, const char *buf, size_t len, int64_t mtime_ns,
+                   const char *sha, const char *expect, bool held, bool *kept);
 
 /* Fills n from a row selected with NODE_COLS (n is cleared with cnode_clear). */
 int db_row_to_node(sqlite3_stmt *st, struct cnode *n);

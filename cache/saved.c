@@ -22,7 +22,10 @@
  * The lazy transaction is the same idea for three writes a crash may lose
  * without losing anything closed or fsynced (an open's new file, a first
  * write's dirty mark, an eviction stamp; docs/architecture.md, "The
- * cache"): db_commit_lazy leaves the transaction open (c->lazy) and the
+ * cache"), and for a close's content, which a crash may not lose: each
+ * has its record in the journal of closed files (cache/journal.c), which
+ * the saver also applies again RETRY_MS after a failed commit left them
+ * out of the database: db_commit_lazy leaves the transaction open (c->lazy) and the
  * next lazy part joins it as the savepoint lazy_part.  It is committed by
  * the next db_commit, by db_unlock when any other write went into it
  * (sqlite3_total_changes64 moved past c->lazy_mark), by db_settle before
@@ -111,6 +114,13 @@ static bool next_deadline(struct cache *c, struct timespec *until)
             *until = t;
         any = true;
     }
+    if (c->jstuck) {
+        struct timespec t = c->jstuck_since;
+        add_ms(&t, RETRY_MS);
+        if (!any || before(&t, until))
+            *until = t;
+        any = true;
+    }
     return any;
 }
 
@@ -137,6 +147,8 @@ static void *saver(void *arg)
         }
         if (c->lazy && db_settle(c) != 0)
             log_error("cannot commit the cache's recent changes", "error", sqlite3_errmsg(c->db));
+        if (c->jstuck && !c->lazy)
+            (void)db_journal_retry(c); /* on failure, again RETRY_MS later */
         if (c->n_saved) {
             c->saver_retry = db_apply_saved(c) != 0;
             if (c->saver_retry)

@@ -351,6 +351,14 @@ int cache_create_open(struct cache *c, uint64_t parent, const char *name, int64_
     return db_in_tx_lazy(c, create_tx, &a);
 }
 
+int db_create_node(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
+                   struct cnode *out)
+{
+    memset(out, 0, sizeof(*out));
+    struct create_args a = {parent, name, false, true, now_ns, out};
+    return create_tx(c, &a);
+}
+
 struct unlink_args {
     uint64_t parent;
     const char *name;

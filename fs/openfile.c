@@ -245,8 +245,11 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why)
         /* The bytes were edited from f->sha: if the cache moved meanwhile
          * (a sync pulled the store's version), the store wins and they are
          * kept as a conflict record. */
-        rc = cache_set_content_if(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns,
-                                  f->loaded && f->sha[0] ? f->sha : NULL, held, sha);
+        const char *from = f->loaded && f->sha[0] ? f->sha : NULL;
+        rc = held ? cache_save_closed(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns,
+                                      from, sha)
+                  : cache_set_content_if(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns,
+                                         from, false, sha);
         if (!rc) {
             f->dirty = false;
             f->unsaved = false;

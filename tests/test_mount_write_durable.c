@@ -1,7 +1,9 @@
 /* test_mount_write_durable.c - what close(2) or fsync(2) returned is in
  * the cache: after `kill -9` of the daemon and a clean-up of the dead
  * mount, a new mount with the same cache directory serves every closed or
- * fsynced file, still dirty (not yet pushed).  And concurrent writers and
+ * fsynced file, still dirty (not yet pushed), even when the daemon dies
+ * right after the closes (their content then comes back from the journal
+ * of closed files, cache/journal.c).  And concurrent writers and
  * readers (libfuse's multi-threaded loop) never corrupt the cache. */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -102,6 +104,51 @@ Test(mount_write_durable, kill_9_loses_nothing_closed_or_fsynced)
     cr_expect_str_eq(out, "./.anthropic-memory-store\n./one.md\n./seeded.md\n./sub/deeper/two.md\n"
                           "./sub/moved.md\n./synced.md\n");
     free(out);
+}
+
+static void kill_and_remount(void)
+{
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    cr_assert_neq(kill(pid, 0), 0, "the daemon survived SIGKILL");
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS unmount '%s'", mnt);
+    cr_assert_eq(rc, 0, "cleaning up the dead mount failed: %s", out);
+    free(out);
+    rc = mnt_mount(&E, store, "d", false, "", &out);
+    cr_assert_eq(rc, 0, "mount with the same cache failed: %s", out);
+    free(out);
+}
+
+/* The closes come from this process and the kill follows the last one at
+ * once: no commit of the cache has come yet (it groups the closes of a
+ * few milliseconds), so what is found again came from the journal. */
+Test(mount_write_durable, kill_9_right_after_closes_loses_none)
+{
+    char path[600], body[64];
+    for (int i = 0; i < 20; i++) {
+        snprintf(path, sizeof(path), "%s/burst%02d.md", mnt, i);
+        snprintf(body, sizeof(body), "closed %d\n", i);
+        int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        cr_assert_geq(fd, 0, "%s", strerror(errno));
+        cr_assert_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+        cr_assert_eq(close(fd), 0);
+    }
+    snprintf(path, sizeof(path), "%s/seeded.md", mnt);
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    cr_assert_eq(write(fd, "rewritten\n", 10), 10);
+    cr_assert_eq(close(fd), 0);
+    kill_and_remount();
+    for (int i = 0; i < 20; i++) {
+        char rel[32];
+        snprintf(rel, sizeof(rel), "burst%02d.md", i);
+        snprintf(body, sizeof(body), "closed %d\n", i);
+        expect_file(rel, body);
+    }
+    expect_file("seeded.md", "rewritten\n");
 }
 
 Test(mount_write_durable, concurrent_writers_and_readers)

@@ -1,0 +1,490 @@
+/* journal.c - the journal of closed files: a close's content survives
+ * kill -9 the moment the FLUSH replies, without a commit of its own.
+ *
+ * A FLUSH (the close of a descriptor) saves the file's content into the
+ * lazy transaction (cache/saved.c), committed with the rest of the work
+ * of the next few milliseconds; what keeps it until that commit is one
+ * record appended here, with one pwritev(2), before the FLUSH replies
+ * (content.c, save_closed).  SQLite's commit (B-tree pages, the WAL
+ * write, the WAL-index locks) was the largest part of a create or an
+ * overwrite; a burst of closes now shares one.
+ *
+ * The file: CACHE_DIR/journal-<pid>-<ns>, made private (0600, never
+ * followed) at the first record, held with an exclusive flock for the
+ * life of the cache (daemons may share a cache directory: each has its
+ * own journal).  From offset 0 it holds the records of one epoch, the
+ * lazy transaction now open: each is a struct jhdr (magic, epoch, the
+ * node's ino, mtime, lengths, whether a writer still holds the file, the
+ * content's sha, the sha it was edited from, a checksum of the header and
+ * the names), then the store id, the path and the content.
+ *
+ * Invariants (c->lock guards every field):
+ *   - every content a close saved that no commit has made durable yet has
+ *     its record in the journal, in the order the closes came;
+ *   - the transaction that carries the records also writes their epoch in
+ *     meta ("journal <file name>"): after a crash, records of an epoch
+ *     meta has are in the database already and are not applied again;
+ *   - a commit empties the file (ftruncate) and ends the epoch;
+ *   - a rollback of the whole transaction (its commit failed) leaves the
+ *     records the only copy: the journal is stuck, no record is added and
+ *     no write transaction begins until they are applied again
+ *     (db_journal_retry, from db_begin and the saver).
+ * At cache_open every journal no live process holds is replayed: the
+ * records of an epoch meta lacks are applied in order, each to its node
+ * (by ino, else by path, else a new file at that path) with the close's
+ * own check (content edited from a version the store has replaced since
+ * becomes a conflict record); then it is emptied and removed.  A torn
+ * record (the daemon died writing it: its close had not returned) fails
+ * its checksum or its content's hash and ends the replay. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "db_internal.h"
+#include "log.h"
+#include "private.h"
+#include "rules.h"
+#include "sha256.h"
+
+#define J_MAGIC 0x314a464du /* "MFJ1" */
+#define J_PREFIX "journal-"
+/* A journal past this many bytes takes no more records: the close then
+ * commits, which empties it. */
+#define J_MAX ((off_t)8 << 20)
+
+struct jhdr {
+    uint32_t magic;
+    uint32_t len; /* content bytes */
+    uint64_t epoch;
+    uint64_t ino;
+    int64_t mtime;
+    uint16_t store_len, path_len;
+    uint8_t held, has_expect;
+    uint8_t pad[2];
+    char sha[SHA256_HEX_LEN];
+    char expect[SHA256_HEX_LEN];
+    uint64_t sum; /* FNV-1a of the header (sum 0), the store id and the path */
+};
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t jsum(struct jhdr h, const char *store, const char *path)
+{
+    h.sum = 0;
+    uint64_t s = fnv(0xcbf29ce484222325ull, &h, sizeof(h));
+    s = fnv(s, store, h.store_len);
+    return fnv(s, path, h.path_len);
+}
+
+static int put_epoch(struct cache *c, const char *key, uint64_t epoch)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)epoch);
+    rc = sqlite3_step(st);
+    db_finish(c, st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "journal epoch");
+}
+
+static uint64_t get_epoch(struct cache *c, const char *key)
+{
+    sqlite3_stmt *st;
+    if (db_prepare(c, "SELECT value FROM meta WHERE key = ?1", &st))
+        return 0;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
+    uint64_t e = sqlite3_step(st) == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+    db_finish(c, st);
+    return e;
+}
+
+/* The live node at path in store, or its directory's when dir; 0 if none. */
+static uint64_t ino_at(struct cache *c, const char *store, const char *path, size_t n, bool dir,
+                       bool *is_dir)
+{
+    sqlite3_stmt *st;
+    if (db_prepare(c, "SELECT ino, is_dir FROM nodes WHERE store = ?1 AND path = ?2"
+                      " AND unlinked = 0 AND ino > 2", &st))
+        return 0;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, path, (int)n, SQLITE_TRANSIENT);
+    uint64_t ino = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        ino = (uint64_t)sqlite3_column_int64(st, 0);
+        *is_dir = sqlite3_column_int(st, 1) != 0;
+        if (dir != *is_dir)
+            ino = 0;
+    }
+    db_finish(c, st);
+    return ino;
+}
+
+/* The node a record's content goes to: its own (same ino, store and
+ * path), else the live file at its path, else a new file there (the one
+ * the close saved was made by an open whose lazy create died with it). */
+static int target(struct cache *c, const struct jhdr *h, const char *store, const char *path,
+                  uint64_t *ino)
+{
+    struct cnode n = {0};
+    char id[CACHE_ID_MAX] = "";
+    if (db_get_node(c, h->ino, &n) == 0) {
+        bool same = !n.unlinked && !n.is_dir && strcmp(n.path, path) == 0 &&
+                    db_writable_store(c, h->ino, id, NULL) == 0 && strcmp(id, store) == 0;
+        cnode_clear(&n);
+        if (same) {
+            *ino = h->ino;
+            return 0;
+        }
+    }
+    bool is_dir = false;
+    if ((*ino = ino_at(c, store, path, strlen(path), false, &is_dir)) != 0)
+        return 0;
+    if (is_dir)
+        return -EISDIR;
+    const char *slash = strrchr(path, '/');
+    if (!slash || !slash[1])
+        return -EINVAL;
+    uint64_t dir = ino_at(c, store, path, slash == path ? 1 : (size_t)(slash - path), true,
+                          &is_dir);
+    if (!dir)
+        return -ENOENT;
+    int rc = db_create_node(c, dir, slash + 1, h->mtime, &n);
+    if (!rc)
+        *ino = n.ino;
+    cnode_clear(&n);
+    return rc;
+}
+
+/* A record that has no place any more is kept as a conflict record. */
+static int keep_record(struct cache *c, const struct jhdr *h, const char *store,
+                       const char *path, const char *sha, const char *buf)
+{
+    sqlite3_stmt *st;
+    int rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_blob(st, 2, h->len ? buf : "", (int)h->len, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    db_done(st);
+    if (rc != SQLITE_DONE)
+        return db_fail(c, rc, "keep journal record");
+    rc = db_prepare(c, "INSERT INTO conflicts(store, path, memory_id, local_sha, remote_sha, at,"
+                       " kind) VALUES (?1, ?2, NULL, ?3, NULL, ?4, ?5)", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 4, db_now_ns());
+    sqlite3_bind_int(st, 5, CACHE_CONFLICT_UNSAVED);
+    rc = sqlite3_step(st);
+    db_finish(c, st);
+    if (rc != SQLITE_DONE)
+        return db_fail(c, rc, "keep journal record");
+    log_warn("a closed file of the journal has no place in the cache any more; it is kept as a "
+             "conflict record (memstorefs conflicts)", "store", store, "path", path);
+    return 0;
+}
+
+static int apply_record(struct cache *c, const struct jhdr *h, const char *store,
+                        const char *path, const char *buf)
+{
+    char sha[SHA256_HEX_LEN + 1], expect[SHA256_HEX_LEN + 1];
+    memcpy(sha, h->sha, SHA256_HEX_LEN);
+    sha[SHA256_HEX_LEN] = '\0';
+    memcpy(expect, h->expect, SHA256_HEX_LEN);
+    expect[SHA256_HEX_LEN] = '\0';
+    uint64_t ino = 0;
+    bool kept = false;
+    int rc = target(c, h, store, path, &ino);
+    if (!rc)
+        rc = db_content_put(c, ino, buf, h->len, h->mtime, sha, h->has_expect ? expect : NULL,
+                            h->held, &kept);
+    switch (rc) {
+    case -EROFS: case -ENOENT: case -EISDIR: case -ENOTDIR: case -EEXIST: case -EPERM:
+    case -EINVAL: case -ENAMETOOLONG:
+        return keep_record(c, h, store, path, sha, buf);
+    default:
+        return rc;
+    }
+}
+
+/* The records of fd not yet in the database (key's epoch), applied in
+ * one transaction that also records their epoch; *n counts them. */
+static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, size_t *n)
+{
+    *n = 0;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return -errno;
+    size_t size = sb.st_size > J_MAX ? (size_t)J_MAX : (size_t)sb.st_size;
+    if (size < sizeof(struct jhdr))
+        return 0;
+    char *data = malloc(size);
+    if (!data)
+        return -ENOMEM;
+    ssize_t got = pread(fd, data, size, 0);
+    if (got < 0) {
+        int e = -errno;
+        free(data);
+        return e;
+    }
+    uint64_t done = get_epoch(c, key), first = 0;
+    size_t off = 0;
+    int rc = 0;
+    bool open_tx = false;
+    while (!rc && (size_t)got - off >= sizeof(struct jhdr)) {
+        struct jhdr h;
+        memcpy(&h, data + off, sizeof(h));
+        const char *store = data + off + sizeof(h), *path = store + h.store_len;
+        const char *buf = path + h.path_len;
+        size_t need = sizeof(h) + (size_t)h.store_len + h.path_len + h.len;
+        if (h.magic != J_MAGIC || need > (size_t)got - off || h.len > MEM_CONTENT_MAX_BYTES ||
+            !h.store_len || h.store_len >= CACHE_ID_MAX || !h.path_len ||
+            jsum(h, store, path) != h.sum || (first && h.epoch != first))
+            break;
+        char sha[SHA256_HEX_LEN + 1];
+        sha256_hex(buf, h.len, sha);
+        if (memcmp(sha, h.sha, SHA256_HEX_LEN) != 0)
+            break; /* torn content: its close never returned */
+        first = h.epoch;
+        if (h.epoch <= done)
+            break; /* committed before the daemon stopped */
+        char id[CACHE_ID_MAX], *p = strndup(path, h.path_len);
+        memcpy(id, store, h.store_len);
+        id[h.store_len] = '\0';
+        if (!p)
+            rc = -ENOMEM;
+        if (!rc && !open_tx && (rc = db_exec(c, "BEGIN IMMEDIATE")) == 0)
+            open_tx = true;
+        if (!rc)
+            rc = apply_record(c, &h, id, p, buf);
+        free(p);
+        if (!rc)
+            ++*n;
+        off += need;
+    }
+    if (open_tx) {
+        if (!rc)
+            rc = put_epoch(c, key, first);
+        if (!rc)
+            rc = db_exec(c, "COMMIT");
+        if (rc)
+            sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    if (!rc && first && first > *epoch)
+        *epoch = first;
+    free(data);
+    return rc;
+}
+
+/* Replays and removes one journal no process holds.  0 when it is held
+ * (another daemon's) or done; a negative errno when its records could
+ * not be applied (the file stays for the next open). */
+static int replay_dead(struct cache *c, const char *name)
+{
+    char path[4200], key[300];
+    snprintf(path, sizeof(path), "%s/%s", c->dir, name);
+    snprintf(key, sizeof(key), "journal %s", name);
+    char why[512] = "";
+    int fd = priv_open(path, O_RDWR, why, sizeof(why));
+    if (fd < 0) {
+        log_warn("cannot read a journal of closed files; it is left as it is", "file", path,
+                 "error", why[0] ? why : strerror(-fd));
+        return 0;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return 0; /* a live daemon's */
+    }
+    uint64_t epoch = 0;
+    size_t n = 0;
+    int rc = replay_fd(c, fd, key, &epoch, &n);
+    if (rc) {
+        log_error("cannot apply the journal of closed files; it is kept for the next start",
+                  "file", path, "error", strerror(-rc));
+    } else {
+        if (n) {
+            char count[24];
+            snprintf(count, sizeof(count), "%zu", n);
+            log_info("closed files recovered from the journal", "file", path, "files", count);
+        }
+        /* Emptied before its epoch goes: never a record without it. */
+        if (ftruncate(fd, 0) == 0 && db_exec_bound(c, "DELETE FROM meta WHERE key = ?1", key) == 0)
+            (void)unlink(path);
+    }
+    close(fd);
+    return rc;
+}
+
+int db_journal_open(struct cache *c)
+{
+    c->jfd = -1;
+    DIR *d = opendir(c->dir);
+    if (!d)
+        return -errno;
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, J_PREFIX, strlen(J_PREFIX)) == 0)
+            rc = replay_dead(c, e->d_name);
+    closedir(d);
+    return rc;
+}
+
+/* Makes this cache's own journal, at its first record. */
+static bool make_journal(struct cache *c)
+{
+    if (c->jfd >= 0)
+        return true;
+    if (c->jfailed)
+        return false;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    char name[96], path[4200], why[512] = "";
+    snprintf(name, sizeof(name), J_PREFIX "%ld-%llx", (long)getpid(),
+             (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec);
+    snprintf(path, sizeof(path), "%s/%s", c->dir, name);
+    int fd = priv_open(path, O_RDWR | O_CREAT | O_EXCL, why, sizeof(why));
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(why, sizeof(why), "%s", strerror(errno));
+        close(fd);
+        (void)unlink(path);
+        fd = -1;
+    }
+    if (fd < 0) {
+        c->jfailed = true;
+        log_warn("cannot make the journal of closed files; every close commits to the cache "
+                 "database on its own", "file", path, "error", why[0] ? why : strerror(-fd));
+        return false;
+    }
+    c->jfd = fd;
+    c->jend = 0;
+    snprintf(c->jkey, sizeof(c->jkey), "journal %s", name);
+    return true;
+}
+
+bool db_journal_ready(struct cache *c, size_t len)
+{
+    return !c->jstuck && c->jend + (off_t)(sizeof(struct jhdr) + len + 4096) <= J_MAX &&
+           make_journal(c);
+}
+
+int db_journal_begin(struct cache *c, bool *first)
+{
+    *first = !c->jin_tx;
+    if (c->jin_tx)
+        return 0;
+    int rc = put_epoch(c, c->jkey, c->jepoch + 1);
+    if (!rc) {
+        c->jepoch++;
+        c->jin_tx = true;
+    }
+    return rc;
+}
+
+void db_journal_unbegin(struct cache *c, bool first)
+{
+    if (first)
+        c->jin_tx = false;
+}
+
+int db_journal_add(struct cache *c, const struct db_jrec *r)
+{
+    struct jhdr h = {.magic = J_MAGIC, .len = (uint32_t)r->len, .epoch = c->jepoch,
+                     .ino = r->ino, .mtime = r->mtime, .held = r->held,
+                     .has_expect = r->expect != NULL};
+    size_t sl = strlen(r->store), pl = strlen(r->path);
+    if (sl >= CACHE_ID_MAX || pl > UINT16_MAX)
+        return -ENAMETOOLONG;
+    h.store_len = (uint16_t)sl;
+    h.path_len = (uint16_t)pl;
+    memcpy(h.sha, r->sha, SHA256_HEX_LEN);
+    if (r->expect)
+        memcpy(h.expect, r->expect, SHA256_HEX_LEN);
+    h.sum = jsum(h, r->store, r->path);
+    struct iovec v[4] = {{&h, sizeof(h)}, {(void *)r->store, sl}, {(void *)r->path, pl},
+                         {(void *)(r->len ? r->buf : ""), r->len}};
+    size_t want = sizeof(h) + sl + pl + r->len;
+    ssize_t n = pwritev(c->jfd, v, 4, c->jend);
+    if (n != (ssize_t)want) {
+        int e = n < 0 ? errno : ENOSPC;
+        log_warn("cannot write the journal of closed files; this close commits to the cache "
+                 "database at once", "error", strerror(e));
+        return -e; /* what a short write left is beyond jend: overwritten or cut */
+    }
+    c->jend += (off_t)want;
+    return 0;
+}
+
+void db_journal_ended(struct cache *c, bool committed)
+{
+    if (!c->jin_tx)
+        return;
+    c->jin_tx = false;
+    if (!committed) {
+        if (!c->jstuck)
+            log_error("the cache could not commit files closed in the last moments; they stay "
+                      "in its journal and are applied again before any other change");
+        c->jstuck = true;
+        clock_gettime(CLOCK_MONOTONIC, &c->jstuck_since);
+        return;
+    }
+    if (c->jend && ftruncate(c->jfd, 0) != 0)
+        log_warn("cannot empty the journal of closed files; its records are known to be "
+                 "committed", "error", strerror(errno));
+    c->jend = 0;
+}
+
+int db_journal_retry(struct cache *c)
+{
+    if (!c->jstuck)
+        return 0;
+    uint64_t epoch = c->jepoch;
+    size_t n = 0;
+    int rc = replay_fd(c, c->jfd, c->jkey, &epoch, &n);
+    if (rc) {
+        clock_gettime(CLOCK_MONOTONIC, &c->jstuck_since);
+        return rc;
+    }
+    log_info("files closed before a failed commit are in the cache again");
+    c->jstuck = false;
+    c->jepoch = epoch;
+    if (ftruncate(c->jfd, 0) != 0)
+        log_warn("cannot empty the journal of closed files; its records are known to be "
+                 "committed", "error", strerror(errno));
+    c->jend = 0;
+    return 0;
+}
+
+void db_journal_close(struct cache *c)
+{
+    if (c->jfd < 0)
+        return;
+    if (!c->jstuck && !c->jin_tx) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", c->dir, c->jkey + strlen("journal "));
+        if (ftruncate(c->jfd, 0) == 0 &&
+            db_exec_bound(c, "DELETE FROM meta WHERE key = ?1", c->jkey) == 0)
+            (void)unlink(path);
+    }
+    close(c->jfd);
+    c->jfd = -1;
+}

@@ -1,0 +1,352 @@
+/* test_cache_journal.c - the journal of closed files (cache/journal.c),
+ * without a mount: a close's content (cache_save_closed) has no commit of
+ * its own, so a process killed right after the call must find it again at
+ * the next cache_open, from the journal: new files, overwrites, files in
+ * directories; a record a commit already carried is not applied twice; a
+ * torn record ends the replay; a record that has no place any more (its
+ * store became read-only) is kept as a conflict record; a live process's
+ * journal is left alone; a clean close leaves no journal behind; and
+ * when a commit fails (here SQLite's commit hook turns it into a
+ * rollback), the closes it carried come back from the journal before the
+ * next change, or on their own a second later.
+ *
+ * Each crash is a forked child that saves and then _exits at once, long
+ * before the saver's commit (a few milliseconds later). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "cache.h"
+#include "db_internal.h" /* the connection, to make one commit fail */
+
+static char dir[64], sub[96];
+#define ST "memstore_j"
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/mfs-cj-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(sub, sizeof(sub), "%s/cache", dir);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+
+TestSuite(cache_journal, .init = setup, .fini = teardown, .timeout = 30);
+
+static struct cache *open_store(uint64_t *root, bool read_only)
+{
+    struct cache *c = NULL;
+    cr_assert_eq(cache_open(sub, &c), 0);
+    cr_assert_eq(cache_store_attach(c, ST, read_only, root), 0);
+    return c;
+}
+
+/* Runs body in a child that dies right after it (no cache_close). */
+static void crash_after(void (*body)(struct cache *c, uint64_t root))
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        struct cache *k = NULL;
+        uint64_t r = 0;
+        if (cache_open(sub, &k) || cache_store_attach(k, ST, false, &r))
+            _exit(2);
+        body(k, r);
+        _exit(0);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed: %d", status);
+}
+
+/* The content of path (below root, one level of directory at most). */
+static char *content(struct cache *c, uint64_t root, const char *d, const char *name)
+{
+    struct cnode n, p;
+    uint64_t parent = root;
+    if (d) {
+        if (cache_lookup(c, root, d, &p) != 0)
+            return NULL;
+        parent = p.ino;
+        cnode_clear(&p);
+    }
+    if (cache_lookup(c, parent, name, &n) != 0)
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = cache_blob_get(c, n.sha, &buf, &len);
+    cnode_clear(&n);
+    if (rc)
+        return NULL;
+    char *s = strndup(buf, len);
+    free(buf);
+    return s;
+}
+
+static void expect_content(struct cache *c, uint64_t root, const char *d, const char *name,
+                           const char *want)
+{
+    char *got = content(c, root, d, name);
+    cr_expect(got && strcmp(got, want) == 0, "%s: '%s', not '%s'", name, got ? got : "(none)",
+              want);
+    free(got);
+}
+
+static size_t n_conflicts(struct cache *c)
+{
+    struct cache_conflict *v = NULL;
+    size_t n = 0;
+    cr_assert_eq(cache_conflicts(c, ST, &v, &n), 0);
+    cache_conflicts_free(v, n);
+    return n;
+}
+
+/* The journal files in the cache directory; the first one's path. */
+static int journals(char *first, size_t len)
+{
+    DIR *d = opendir(sub);
+    cr_assert_not_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, "journal-", 8) == 0 && n++ == 0 && first)
+            (void)!snprintf(first, len, "%.100s/%.255s", sub, e->d_name);
+    closedir(d);
+    return n;
+}
+
+static uint64_t new_file(struct cache *k, uint64_t parent, const char *name, const char *body,
+                         char sha[SHA256_HEX_LEN + 1])
+{
+    struct cnode f;
+    if (cache_create_open(k, parent, name, 1, &f) ||
+        cache_save_closed(k, f.ino, body, strlen(body), 5, f.sha, sha))
+        _exit(3);
+    uint64_t ino = f.ino;
+    cnode_clear(&f);
+    return ino;
+}
+
+static void many_closes(struct cache *k, uint64_t r)
+{
+    struct cnode d, old;
+    char sha[SHA256_HEX_LEN + 1], old_sha[SHA256_HEX_LEN + 1];
+    /* committed before: a directory, and a file with content */
+    if (cache_create(k, r, "sub", true, 1, &d) || cache_create(k, r, "old.md", false, 1, &old) ||
+        cache_set_content(k, old.ino, "old", 3, 2, old_sha))
+        _exit(4);
+    new_file(k, r, "new.md", "new\n", NULL);
+    new_file(k, d.ino, "deep.md", "deep\n", NULL);
+    uint64_t twice = new_file(k, r, "twice.md", "first\n", sha);
+    if (cache_save_closed(k, twice, "second\n", 7, 6, sha, NULL) ||
+        cache_save_closed(k, old.ino, "old and edited\n", 15, 7, old_sha, NULL))
+        _exit(5);
+    cnode_clear(&d);
+    cnode_clear(&old);
+}
+
+Test(cache_journal, a_crash_right_after_closes_loses_none_of_them)
+{
+    crash_after(many_closes);
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    expect_content(c, root, NULL, "new.md", "new\n");
+    expect_content(c, root, "sub", "deep.md", "deep\n");
+    expect_content(c, root, NULL, "twice.md", "second\n");
+    expect_content(c, root, NULL, "old.md", "old and edited\n");
+    struct cnode n;
+    cr_assert_eq(cache_lookup(c, root, "new.md", &n), 0);
+    cr_expect_eq(n.unsaved, CACHE_SAVED, "held content not saved at the attach");
+    cr_expect_eq(n.state, CNODE_DIRTY, "a recovered file is not dirty");
+    cnode_clear(&n);
+    cr_expect_eq(n_conflicts(c), 0, "a replayed close became a conflict record");
+    cr_expect_eq(journals(NULL, 0), 0, "the replayed journal was not removed");
+    cache_close(&c);
+}
+
+static char saved_journal[4096];
+static ssize_t saved_len;
+
+static void close_then_commit(struct cache *k, uint64_t r)
+{
+    char sha[SHA256_HEX_LEN + 1], path[512];
+    uint64_t ino = new_file(k, r, "a.md", "one\n", sha);
+    /* What the journal holds now, as a crash between the commit and the
+     * journal's emptying would leave it. */
+    if (journals(path, sizeof(path)) != 1)
+        _exit(6);
+    int fd = open(path, O_RDONLY);
+    saved_len = fd >= 0 ? read(fd, saved_journal, sizeof(saved_journal)) : -1;
+    if (fd < 0 || saved_len <= 0)
+        _exit(7);
+    close(fd);
+    /* A commit of its own (not a close): it carries the record's epoch. */
+    if (cache_set_content(k, ino, "two\n", 4, 9, NULL))
+        _exit(8);
+    fd = open(path, O_WRONLY);
+    if (fd < 0 || pwrite(fd, saved_journal, (size_t)saved_len, 0) != saved_len)
+        _exit(9);
+    close(fd);
+}
+
+Test(cache_journal, records_a_commit_carried_are_not_applied_again)
+{
+    crash_after(close_then_commit);
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    expect_content(c, root, NULL, "a.md", "two\n");
+    cr_expect_eq(n_conflicts(c), 0, "a committed record was applied again");
+    cache_close(&c);
+}
+
+static void two_closes(struct cache *k, uint64_t r)
+{
+    new_file(k, r, "whole.md", "whole\n", NULL);
+    new_file(k, r, "torn.md", "torn record\n", NULL);
+}
+
+Test(cache_journal, a_torn_record_ends_the_replay)
+{
+    crash_after(two_closes);
+    char path[512];
+    cr_assert_eq(journals(path, sizeof(path)), 1);
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0);
+    cr_assert_eq(truncate(path, sb.st_size - 3), 0); /* killed while writing the last */
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    expect_content(c, root, NULL, "whole.md", "whole\n");
+    struct cnode n;
+    cr_expect_neq(cache_lookup(c, root, "torn.md", &n), 0, "a torn record was applied");
+    cache_close(&c);
+}
+
+Test(cache_journal, a_record_with_no_place_is_kept_as_a_conflict)
+{
+    crash_after(two_closes);
+    /* The store became read-only before the next start. */
+    char db[200];
+    snprintf(db, sizeof(db), "%s/cache.db", sub);
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(h, "UPDATE stores SET read_only = 1", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    struct cache *c = NULL;
+    cr_assert_eq(cache_open(sub, &c), 0);
+    struct cache_conflict *v = NULL;
+    size_t n = 0;
+    cr_assert_eq(cache_conflicts(c, ST, &v, &n), 0);
+    cr_expect_eq(n, 2, "records lost: %zu conflict records, not 2", n);
+    for (size_t i = 0; i < n; i++) {
+        char *buf = NULL;
+        size_t len = 0;
+        cr_assert_eq(cache_conflict_content(c, v[i].id, &buf, &len), 0);
+        bool whole = strcmp(v[i].path, "/whole.md") == 0;
+        cr_expect(whole || strcmp(v[i].path, "/torn.md") == 0, "%s", v[i].path);
+        const char *want = whole ? "whole\n" : "torn record\n";
+        cr_expect(len == strlen(want) && memcmp(buf, want, len) == 0);
+        free(buf);
+    }
+    cache_conflicts_free(v, n);
+    cache_close(&c);
+}
+
+Test(cache_journal, a_live_journal_is_left_alone_and_a_clean_close_removes_it)
+{
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    struct cnode f;
+    cr_assert_eq(cache_create_open(c, root, "live.md", 1, &f), 0);
+    cr_assert_eq(cache_save_closed(c, f.ino, "live\n", 5, 2, f.sha, NULL), 0);
+    cnode_clear(&f);
+    cr_assert_eq(journals(NULL, 0), 1);
+    /* Another process (here another open of the same directory) starts. */
+    struct cache *other = NULL;
+    cr_assert_eq(cache_open(sub, &other), 0);
+    cr_expect_eq(journals(NULL, 0), 1, "a live journal was taken");
+    cr_expect_eq(n_conflicts(other), 0);
+    cache_close(&other);
+    expect_content(c, root, NULL, "live.md", "live\n");
+    cache_close(&c);
+    cr_expect_eq(journals(NULL, 0), 0, "a clean close left its journal");
+    c = open_store(&root, false);
+    expect_content(c, root, NULL, "live.md", "live\n");
+    cache_close(&c);
+}
+
+static int fail_commits;
+
+static int commit_hook(void *arg)
+{
+    (void)arg;
+    if (fail_commits > 0) {
+        fail_commits--;
+        return 1; /* this COMMIT becomes a ROLLBACK */
+    }
+    return 0;
+}
+
+/* A file closed into the lazy transaction, which a failed commit then
+ * rolls back: the file's node and content are gone from the database. */
+static void close_then_fail_commit(struct cache *c, uint64_t root)
+{
+    struct cnode f, g;
+    cr_assert_eq(cache_create_open(c, root, "lost.md", 1, &f), 0);
+    cr_assert_eq(cache_create(c, root, "other.md", false, 1, &g), 0);
+    sqlite3_commit_hook(c->db, commit_hook, NULL);
+    fail_commits = 1;
+    cr_assert_eq(cache_save_closed(c, f.ino, "closed\n", 7, 2, f.sha, NULL), 0);
+    int64_t t = 5;
+    (void)cache_set_times(c, g.ino, NULL, &t); /* its commit carries the close */
+    cr_assert_eq(fail_commits, 0, "no commit came");
+    cnode_clear(&f);
+    cnode_clear(&g);
+}
+
+Test(cache_journal, closes_a_failed_commit_dropped_come_back_before_the_next_change)
+{
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    close_then_fail_commit(c, root);
+    struct cnode d;
+    cr_assert_eq(cache_create(c, root, "next", true, 3, &d), 0);
+    cnode_clear(&d);
+    expect_content(c, root, NULL, "lost.md", "closed\n");
+    cr_expect_eq(n_conflicts(c), 0);
+    cache_close(&c);
+    c = open_store(&root, false);
+    expect_content(c, root, NULL, "lost.md", "closed\n");
+    cache_close(&c);
+}
+
+Test(cache_journal, closes_a_failed_commit_dropped_come_back_on_their_own)
+{
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    close_then_fail_commit(c, root);
+    char *got = content(c, root, NULL, "lost.md");
+    cr_expect(!got || strcmp(got, "closed\n") != 0, "the failed commit kept the close");
+    for (int i = 0; i < 300 && (!got || strcmp(got, "closed\n") != 0); i++) {
+        free(got);
+        usleep(10 * 1000);
+        got = content(c, root, NULL, "lost.md");
+    }
+    cr_expect(got && strcmp(got, "closed\n") == 0, "not back within 3 s: '%s'",
+              got ? got : "(none)");
+    free(got);
+    cache_close(&c);
+}

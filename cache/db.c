@@ -313,7 +313,12 @@ void db_rollback(struct cache *c)
         /* This part only: the lazy work before it stays (committed soon,
          * db_unlock seeing the changes count move). */
         sqlite3_exec(c->db, "ROLLBACK TO lazy_part; RELEASE lazy_part", NULL, NULL, NULL);
-        return;
+        if (!sqlite3_get_autocommit(c->db))
+            return;
+        /* SQLite rolled the whole transaction back itself (it may, after
+         * SQLITE_FULL, IOERR or NOMEM): the lazy work is gone, and the
+         * closes it carried are left to the journal. */
+        c->lazy = false;
     }
     if (!sqlite3_get_autocommit(c->db))
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);

@@ -253,12 +253,13 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
     while (!rc && (size_t)got - off >= sizeof(struct jhdr)) {
         struct jhdr h;
         memcpy(&h, data + off, sizeof(h));
-        const char *store = data + off + sizeof(h), *path = store + h.store_len;
-        const char *buf = path + h.path_len;
         size_t need = sizeof(h) + (size_t)h.store_len + h.path_len + h.len;
         if (h.magic != J_MAGIC || need > (size_t)got - off || h.len > MEM_CONTENT_MAX_BYTES ||
-            !h.store_len || h.store_len >= CACHE_ID_MAX || !h.path_len ||
-            jsum(h, store, path) != h.sum || (first && h.epoch != first))
+            !h.store_len || h.store_len >= CACHE_ID_MAX || !h.path_len)
+            break;
+        const char *store = data + off + sizeof(h), *path = store + h.store_len;
+        const char *buf = path + h.path_len;
+        if (jsum(h, store, path) != h.sum || (first && h.epoch != first))
             break;
         char sha[SHA256_HEX_LEN + 1];
         sha256_hex(buf, h.len, sha);

@@ -84,8 +84,8 @@ static int content_tx(struct cache *c, void *arg)
     bool moved = !rc && a->expect && strcmp(n.sha, a->expect) != 0;
     if (!rc && a->where) {
         memcpy(a->store, store, sizeof(store));
-        a->path = n.path; /* the record's, freed by the caller */
-        n.path = NULL;
+        if (!a->path && !(a->path = strdup(n.path)))
+            rc = -ENOMEM;
     }
     sqlite3_stmt *st;
     if (!rc)

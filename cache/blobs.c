@@ -62,8 +62,7 @@ int cache_blob_put(struct cache *c, const char *sha, const char *buf, size_t len
         rc = (rc == SQLITE_DONE) ? 0 : db_fail(c, rc, "put blob");
         db_finish(c, st);
     }
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 struct blobs_args {

@@ -243,8 +243,7 @@ int cache_set_times(struct cache *c, uint64_t ino, const int64_t *atime_ns,
         sqlite3_bind_int64(st, 6, (sqlite3_int64)ino);
         rc = step_done(c, st, "set times");
     }
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 int cache_mark_dirty(struct cache *c, uint64_t ino)

@@ -122,6 +122,20 @@ static inline void db_unlock(struct cache *c)
         (void)db_settle(c);
     pthread_mutex_unlock(&c->lock);
 }
+/* db_unlock for a call that wrote with single statements (no db_begin):
+ * such a write inside an open lazy transaction is durable only with that
+ * transaction's commit, so a failed commit (a full disk) is the call's
+ * error, not a silent loss.  Returns rc, or the commit's error if rc is 0. */
+static inline int db_unlock_rc(struct cache *c, int rc)
+{
+    if (c->lazy && sqlite3_total_changes64(c->db) != c->lazy_mark) {
+        int src = db_settle(c);
+        if (!rc)
+            rc = src;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
 
 int64_t db_now_ns(void);
 

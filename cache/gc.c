@@ -361,8 +361,8 @@ int cache_conflicts_drop(struct cache *c, int64_t id, int64_t before_ns, uint64_
         rc = -ENOENT;
     if (!rc)
         give_back(c);
-    db_unlock(c);
+    rc = db_unlock_rc(c, rc);
     if (dropped)
-        *dropped = n;
+        *dropped = rc ? 0 : n;
     return rc;
 }

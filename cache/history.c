@@ -76,8 +76,7 @@ int cache_versions_prune(struct cache *c, const char *store_id)
                               "  AND n.memory_id = memvers.memory_id)"
                               " AND NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.store = ?1"
                               "  AND t.memory_id = memvers.memory_id)", store_id);
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 const char *cache_state_name(int state)
@@ -242,6 +241,5 @@ int cache_conflict_restored(struct cache *c, int64_t id)
         if (!rc && sqlite3_changes(c->db) == 0)
             rc = -ENOENT;
     }
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }

@@ -257,8 +257,7 @@ int cache_store_set_mode(struct cache *c, const char *store_id, enum cache_del_m
                                : db_fail(c, rc, "set deletion mode");
         db_finish(c, st);
     }
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 int cache_store_pending(struct cache *c, const char *store_id, struct cache_store_stats *s)

@@ -205,6 +205,5 @@ int cache_tombstone_drop(struct cache *c, const char *store_id, const char *memo
         rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "drop tombstone");
         db_finish(c, st);
     }
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }

@@ -52,8 +52,7 @@ int cache_revert_if(struct cache *c, uint64_t ino, const char *expect_sha,
         " size = COALESCE((SELECT length(data) FROM blobs b WHERE b.sha = nodes.base_sha), size)"
         " WHERE ino = ?1 AND unlinked = 0 AND memory_id IS NOT NULL AND base_sha IS NOT NULL"
         " AND COALESCE(sha, '') = ?2 AND path = ?3", ino, expect_sha, expect_path);
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 int cache_drop_if(struct cache *c, uint64_t ino, const char *expect_sha, const char *expect_path,
@@ -86,7 +85,7 @@ int cache_drop_if(struct cache *c, uint64_t ino, const char *expect_sha, const c
                           " AND path = ?3",
                        ino, expect_sha, expect_path);
 out:
-    db_unlock(c);
+    rc = db_unlock_rc(c, rc);
     if (rc && name) {
         free(*name);
         *name = NULL;
@@ -105,8 +104,7 @@ int cache_forget_base(struct cache *c, uint64_t ino)
         sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
         rc = step_done(c, st, "forget baseline");
     }
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 int cache_mark_refused(struct cache *c, uint64_t ino, const char *sha, const char *why)
@@ -123,8 +121,7 @@ int cache_mark_refused(struct cache *c, uint64_t ino, const char *sha, const cha
         sqlite3_bind_text(st, 3, why ? why : "", -1, SQLITE_TRANSIENT);
         rc = step_done(c, st, "mark refused");
     }
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 int cache_conflict_add(struct cache *c, const char *store_id, const char *path,
@@ -145,8 +142,7 @@ int cache_conflict_add(struct cache *c, const char *store_id, const char *path,
         sqlite3_bind_int64(st, 6, db_now_ns());
         rc = step_done(c, st, "add conflict");
     }
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 void cache_conflicts_free(struct cache_conflict *v, size_t n)

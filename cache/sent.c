@@ -171,8 +171,7 @@ int cache_sent_drop(struct cache *c, int64_t id)
         sqlite3_bind_int64(st, 1, id);
         rc = step_done(c, st, "drop sent");
     }
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 int cache_sent_prune(struct cache *c, const char *store_id, int64_t before_ns)
@@ -185,8 +184,7 @@ int cache_sent_prune(struct cache *c, const char *store_id, int64_t before_ns)
         sqlite3_bind_int64(st, 2, before_ns);
         rc = step_done(c, st, "prune sent");
     }
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 /* The store's mode for deletions recorded now. */
@@ -436,8 +434,7 @@ int cache_mark_synced(struct cache *c, uint64_t ino, const char *memory_id, cons
     }
     if (!rc)
         rc = set_baseline(c, ino, memory_id, sha, path);
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }
 
 int cache_orphan(struct cache *c, const char *store_id, const char *memory_id, const char *sha,
@@ -445,6 +442,5 @@ int cache_orphan(struct cache *c, const char *store_id, const char *memory_id, c
 {
     db_lock(c);
     int rc = db_tombstone(c, store_id, memory_id, sha, path, -1);
-    db_unlock(c);
-    return rc;
+    return db_unlock_rc(c, rc);
 }

@@ -350,3 +350,34 @@ Test(cache_journal, closes_a_failed_commit_dropped_come_back_on_their_own)
     free(got);
     cache_close(&c);
 }
+
+/* A write of one statement (touch's times) made while closes wait in the
+ * lazy transaction is durable only with that transaction's commit: when
+ * the commit fails, the call says so instead of reporting a change the
+ * database does not hold. */
+Test(cache_journal, a_write_whose_commit_fails_reports_the_failure)
+{
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    struct cnode f, g;
+    cr_assert_eq(cache_create_open(c, root, "a.md", 1, &f), 0);
+    cr_assert_eq(cache_create(c, root, "b.md", false, 1, &g), 0);
+    cr_assert_eq(cache_save_closed(c, f.ino, "a\n", 2, 2, f.sha, NULL), 0);
+    sqlite3_commit_hook(c->db, commit_hook, NULL);
+    fail_commits = 1;
+    int64_t t = 5;
+    int rc = cache_set_times(c, g.ino, NULL, &t);
+    cr_assert_eq(fail_commits, 0, "no commit came");
+    cr_expect_lt(rc, 0, "a failed commit reported as success");
+    struct cnode got;
+    cr_assert_eq(cache_getattr(c, g.ino, &got), 0);
+    cr_expect_neq(got.mtime_ns, 5, "the time is there after all: then the call must succeed");
+    cnode_clear(&got);
+    cnode_clear(&f);
+    cnode_clear(&g);
+    struct cnode d;
+    cr_assert_eq(cache_create(c, root, "next", true, 3, &d), 0);
+    cnode_clear(&d);
+    expect_content(c, root, NULL, "a.md", "a\n"); /* the close came back */
+    cache_close(&c);
+}

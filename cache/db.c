@@ -506,8 +506,7 @@ void cache_close(struct cache **cp)
         db_saver_stop(c);
         db_lock(c);
         (void)db_settle(c);
-        if (c->jstuck)
-            (void)db_journal_retry(c); /* else the next open applies them */
+        (void)db_journal_retry(c); /* if stuck; else the next open applies them */
         db_journal_close(c);
         pthread_mutex_unlock(&c->lock);
     }

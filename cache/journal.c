@@ -296,6 +296,23 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
     return rc;
 }
 
+/* Empties this cache's journal: its records are committed. */
+static void empty_journal(struct cache *c)
+{
+    if (ftruncate(c->jfd, 0) != 0)
+        log_warn("cannot empty the journal of closed files; its records are known to be "
+                 "committed", "error", strerror(errno));
+    c->jend = 0;
+}
+
+/* Removes a journal whose records are all in the database: emptied
+ * before its epoch row goes, so there is never a record without it. */
+static void remove_journal(struct cache *c, int fd, const char *path, const char *key)
+{
+    if (ftruncate(fd, 0) == 0 && db_exec_bound(c, "DELETE FROM meta WHERE key = ?1", key) == 0)
+        (void)unlink(path);
+}
+
 /* Replays and removes one journal no process holds.  0 when it is held
  * (another daemon's) or done; a negative errno when its records could
  * not be applied (the file stays for the next open). */
@@ -327,9 +344,7 @@ static int replay_dead(struct cache *c, const char *name)
             snprintf(count, sizeof(count), "%zu", n);
             log_info("closed files recovered from the journal", "file", path, "files", count);
         }
-        /* Emptied before its epoch goes: never a record without it. */
-        if (ftruncate(fd, 0) == 0 && db_exec_bound(c, "DELETE FROM meta WHERE key = ?1", key) == 0)
-            (void)unlink(path);
+        remove_journal(c, fd, path, key);
     }
     close(fd);
     return rc;
@@ -448,10 +463,7 @@ void db_journal_ended(struct cache *c, bool committed)
         clock_gettime(CLOCK_MONOTONIC, &c->jstuck_since);
         return;
     }
-    if (c->jend && ftruncate(c->jfd, 0) != 0)
-        log_warn("cannot empty the journal of closed files; its records are known to be "
-                 "committed", "error", strerror(errno));
-    c->jend = 0;
+    empty_journal(c);
 }
 
 int db_journal_retry(struct cache *c)
@@ -468,10 +480,7 @@ int db_journal_retry(struct cache *c)
     log_info("files closed before a failed commit are in the cache again");
     c->jstuck = false;
     c->jepoch = epoch;
-    if (ftruncate(c->jfd, 0) != 0)
-        log_warn("cannot empty the journal of closed files; its records are known to be "
-                 "committed", "error", strerror(errno));
-    c->jend = 0;
+    empty_journal(c);
     return 0;
 }
 
@@ -482,9 +491,7 @@ void db_journal_close(struct cache *c)
     if (!c->jstuck && !c->jin_tx) {
         char path[4200];
         snprintf(path, sizeof(path), "%s/%s", c->dir, c->jkey + strlen("journal "));
-        if (ftruncate(c->jfd, 0) == 0 &&
-            db_exec_bound(c, "DELETE FROM meta WHERE key = ?1", c->jkey) == 0)
-            (void)unlink(path);
+        remove_journal(c, c->jfd, path, c->jkey);
     }
     close(c->jfd);
     c->jfd = -1;

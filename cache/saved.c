@@ -97,30 +97,27 @@ static bool before(const struct timespec *a, const struct timespec *b)
     return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
-/* The time the saver must act at: the marks' group deadline and the lazy
- * transaction's, whichever is first.  False when neither waits. */
+/* Keeps in *until the earlier of it and since + ms (*any: it holds one). */
+static void earliest(struct timespec *until, bool *any, struct timespec since, long ms)
+{
+    add_ms(&since, ms);
+    if (!*any || before(&since, until))
+        *until = since;
+    *any = true;
+}
+
+/* The time the saver must act at: the marks' group deadline, the lazy
+ * transaction's and a stuck journal's retry, whichever is first.  False
+ * when none waits. */
 static bool next_deadline(struct cache *c, struct timespec *until)
 {
     bool any = false;
-    if (c->n_saved) {
-        *until = c->saved_since;
-        add_ms(until, c->saver_retry ? RETRY_MS : SAVE_DELAY_MS);
-        any = true;
-    }
-    if (c->lazy) {
-        struct timespec t = c->lazy_since;
-        add_ms(&t, LAZY_DELAY_MS);
-        if (!any || before(&t, until))
-            *until = t;
-        any = true;
-    }
-    if (c->jstuck) {
-        struct timespec t = c->jstuck_since;
-        add_ms(&t, RETRY_MS);
-        if (!any || before(&t, until))
-            *until = t;
-        any = true;
-    }
+    if (c->n_saved)
+        earliest(until, &any, c->saved_since, c->saver_retry ? RETRY_MS : SAVE_DELAY_MS);
+    if (c->lazy)
+        earliest(until, &any, c->lazy_since, LAZY_DELAY_MS);
+    if (c->jstuck)
+        earliest(until, &any, c->jstuck_since, RETRY_MS);
     return any;
 }
 

@@ -466,8 +466,9 @@ int cache_open(const char *dir, struct cache **out)
      * (incremental vacuum, cache/gc.c); set before its first table. */
     rc = db_exec(c, "PRAGMA auto_vacuum=INCREMENTAL;");
     /* The WAL is checkpointed every 1,000 pages (SQLite's default: more
-     * often costs a sync each time) and cut back to 4 MiB once
-     * checkpointed; the collector truncates it (cache/gc.c). */
+     * often costs a sync each time), by a thread of its own (ckpt.c; by
+     * the commit past 4,000), and cut back to 4 MiB when it starts again;
+     * the collector truncates it (cache/gc.c). */
     if (!rc)
         rc = db_exec(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                         "PRAGMA foreign_keys=OFF;"
@@ -488,6 +489,10 @@ int cache_open(const char *dir, struct cache **out)
         rc = db_reclaim(c);
     if (rc)
         goto fail;
+    int krc = db_ckpt_start(c, file);
+    if (krc)
+        log_warn("cannot start the cache's background checkpoints; commits checkpoint the "
+                 "write-ahead log themselves", "error", strerror(-krc));
     free(file);
     *out = c;
     return 0;
@@ -509,6 +514,7 @@ void cache_close(struct cache **cp)
         (void)db_journal_retry(c); /* if stuck; else the next open applies them */
         db_journal_close(c);
         pthread_mutex_unlock(&c->lock);
+        db_ckpt_stop(c); /* its connection closes first: the last one removes the WAL */
     }
     for (int i = 0; i < DB_ST_N; i++)
         sqlite3_finalize(c->cached[i]);

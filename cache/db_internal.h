@@ -72,6 +72,9 @@ struct cache {
     bool jin_tx, jstuck, jfailed;
     struct timespec jstuck_since;
     char jkey[300];
+    /* The background checkpointer (ckpt.c); NULL: SQLite checkpoints in
+     * the commit, as by default. */
+    struct db_ckpt *ckpt;
 };
 
 /* The kept statement of slot (prepared from sql the first time), reset and
@@ -138,6 +141,21 @@ static inline int db_unlock_rc(struct cache *c, int rc)
 }
 
 int64_t db_now_ns(void);
+
+/* Checkpoints off the request path (ckpt.c): a thread with its own
+ * connection to file checkpoints the WAL once the cache's commits took it
+ * past 1,000 pages.  A negative errno when it cannot start (SQLite's own
+ * checkpoint in the commit then stays).  db_ckpt_stop before the cache's
+ * connection closes.  db_ckpt_pause waits for a pass under way and holds
+ * off the next until db_ckpt_resume (around a TRUNCATE checkpoint of the
+ * cache's connection, which a pass would make busy). */
+int db_ckpt_start(struct cache *c, const char *file);
+void db_ckpt_stop(struct cache *c);
+void db_ckpt_pause(struct cache *c);
+void db_ckpt_resume(struct cache *c);
+/* Passes of the thread, and checkpoints the commits made themselves
+ * because the log passed its bound (for tests). */
+void db_ckpt_counts(struct cache *c, unsigned long *passes, unsigned long *inline_passes);
 
 /* The cache's SQLite VFS (walbuf.c: the default one, with each WAL commit
  * written in one call), registered at the first call; NULL when it could

@@ -82,7 +82,9 @@ static void give_back(struct cache *c)
     (void)db_settle(c); /* a checkpoint waits for no open transaction of ours */
     sqlite3_exec(c->db, "PRAGMA incremental_vacuum", NULL, NULL, NULL);
     sqlite3_busy_timeout(c->db, 0);
+    db_ckpt_pause(c);
     sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    db_ckpt_resume(c);
     sqlite3_busy_timeout(c->db, 10000);
 }
 
@@ -91,7 +93,9 @@ int cache_trim_log(struct cache *c)
     db_lock(c);
     (void)db_settle(c);
     sqlite3_busy_timeout(c->db, 0);
+    db_ckpt_pause(c);
     int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    db_ckpt_resume(c);
     sqlite3_busy_timeout(c->db, 10000);
     db_unlock(c);
     return rc == SQLITE_OK ? 0 : rc == SQLITE_BUSY ? -EBUSY : db_errno(rc);

@@ -5,7 +5,9 @@
 # reference FUSE file system, built here from libfuse3-dev's examples), one
 # after the other on the same machine; each figure is the median of 3 runs.
 #   - create 1,000 files of 4 KiB (open, write, close): files/s and ratios;
-#   - overwrite those 1,000 files; sed -i on 200 files of the store;
+#   - overwrite those 1,000 files; sed -i on 200 files of the store, and
+#     sed -i's system calls on 200 others in one process (mfs_fsops save:
+#     the file system's part, without starting a process a file);
 #   - open/read/close of every file of the store, warm; ls -lR, warm; cat
 #     of every file, warm;
 #   - a cold mount with 50 ms of latency on every request: the time until
@@ -113,6 +115,7 @@ list_files() { find "$1" -name 'm*.md' -type f | sort >"$W/list-$2"; }
 w_create() { rm -f "$1"/w/c*.md; mkdir -p "$1/w"; fsecs create "$1/w" 1000 4096; }
 w_overwrite() { fsecs overwrite "$1/w" 1000 4096; }
 w_sed() { local t0; t0=$(now); for f in $(head -200 "$W/list-$2"); do sed -i 's/lorem/LOREM/' "$f"; done; secs "$t0" "$(now)"; }
+w_save() { sed -n 201,400p "$W/list-$2" >"$W/save-$2"; fsecs save "$W/save-$2"; }
 w_read() { fsecs read "$W/list-$2"; }
 w_ls() { timed ls -lR "$1"; }
 w_cat() { local t0; t0=$(now); xargs -a "$W/list-$2" cat >/dev/null; secs "$t0" "$(now)"; }
@@ -121,7 +124,7 @@ w_cat() { local t0; t0=$(now); xargs -a "$W/list-$2" cat >/dev/null; secs "$t0" 
 run3() { local a b c; a=$("w_$1" "$2" "$3"); b=$("w_$1" "$2" "$3"); c=$("w_$1" "$2" "$3"); median "$a" "$b" "$c"; }
 
 # All the file workloads on DIR; results in R_<name>[TAG].
-declare -A R_create R_overwrite R_sed R_read R_ls R_cat
+declare -A R_create R_overwrite R_sed R_save R_read R_ls R_cat
 workloads() { # DIR TAG
   local d=$1 t=$2
   list_files "$d" "$t"
@@ -130,6 +133,7 @@ workloads() { # DIR TAG
   R_create[$t]=$(run3 create "$d" "$t")
   R_overwrite[$t]=$(run3 overwrite "$d" "$t")
   R_sed[$t]=$(run3 sed "$d" "$t")
+  R_save[$t]=$(run3 save "$d" "$t")
   R_read[$t]=$(run3 read "$d" "$t")
   R_ls[$t]=$(run3 ls "$d" "$t")
   R_cat[$t]=$(run3 cat "$d" "$t")
@@ -267,6 +271,7 @@ printf '\n'
 row "create 1,000 x 4 KiB" R_create
 row "overwrite 1,000 files" R_overwrite
 row "sed -i on 200 files" R_sed
+row "sed -i's calls on 200, one process" R_save
 row "open/read/close every file, warm" R_read
 row "ls -lR, warm" R_ls
 row "cat of every file, warm" R_cat

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mnt.h"
@@ -149,6 +150,45 @@ Test(mount_write_durable, kill_9_right_after_closes_loses_none)
         expect_file(rel, body);
     }
     expect_file("seeded.md", "rewritten\n");
+}
+
+/* Editors' saves end with a rename, which joins the lazy transaction as a
+ * close does (cache/jrename.c): a kill -9 right after them takes none. */
+Test(mount_write_durable, kill_9_right_after_renames_loses_none)
+{
+    char path[600], tmp[600], body[64];
+    for (int i = 0; i < 10; i++) {
+        snprintf(path, sizeof(path), "%s/save%02d.md", mnt, i);
+        snprintf(tmp, sizeof(tmp), "%s/.save%02d.md.swp", mnt, i);
+        for (int v = 0; v < 2; v++) { /* a new file, then saved over */
+            snprintf(body, sizeof(body), "version %d of %d\n", v, i);
+            int fd = open(tmp, O_CREAT | O_WRONLY | O_EXCL, 0644);
+            cr_assert_geq(fd, 0, "%s", strerror(errno));
+            cr_assert_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+            cr_assert_eq(close(fd), 0);
+            cr_assert_eq(rename(tmp, path), 0, "%s", strerror(errno));
+        }
+    }
+    snprintf(path, sizeof(path), "%s/dir", mnt);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    snprintf(tmp, sizeof(tmp), "%s/dir/in.md", mnt);
+    int fd = open(tmp, O_CREAT | O_WRONLY, 0644);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    cr_assert_eq(write(fd, "in\n", 3), 3);
+    cr_assert_eq(close(fd), 0);
+    snprintf(tmp, sizeof(tmp), "%s/moved", mnt);
+    cr_assert_eq(rename(path, tmp), 0, "%s", strerror(errno));
+    kill_and_remount();
+    for (int i = 0; i < 10; i++) {
+        char rel[32];
+        snprintf(rel, sizeof(rel), "save%02d.md", i);
+        snprintf(body, sizeof(body), "version 1 of %d\n", i);
+        expect_file(rel, body);
+        snprintf(tmp, sizeof(tmp), "%s/.save%02d.md.swp", mnt, i);
+        cr_expect_neq(access(tmp, F_OK), 0, "%s is back", tmp);
+    }
+    expect_file("moved/in.md", "in\n");
+    cr_expect_neq(access(path, F_OK), 0, "the directory is back at its old name");
 }
 
 Test(mount_write_durable, concurrent_writers_and_readers)

@@ -156,9 +156,8 @@ static int save_closed(struct cache *c, struct content_args *a)
             db_journal_unbegin(c, first);
         db_rollback(c);
     } else if (journal && c->lazy) {
-        struct db_jrec r = {.kind = DB_JREC_CONTENT, .ino = a->ino, .store = a->store,
-                            .path = a->path, .sha = a->sha, .expect = a->expect,
-                            .mtime = a->mtime, .held = a->held, .buf = a->buf, .len = a->len};
+        struct db_jrec r = {a->ino, a->store, a->path, a->sha, a->expect, a->mtime, a->held,
+                            a->buf, a->len};
         if (db_journal_add(c, &r) != 0)
             rc = db_settle(c); /* durable the other way: a commit */
     }

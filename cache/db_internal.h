@@ -237,10 +237,7 @@ int db_reclaim(struct cache *c);
  * committed (the journal is emptied) or was rolled back (stuck);
  * db_journal_retry applies a stuck journal's records again; and
  * db_journal_close removes a journal whose records are all committed. */
-enum db_jkind { DB_JREC_CONTENT = 0, DB_JREC_RENAME = 1 };
 struct db_jrec {
-    uint8_t kind;      /* a rename: path is its source, buf its destination,
-                        * sha the destination's hash, held its flags */
     uint64_t ino;
     const char *store, *path;
     const char *sha, *expect; /* expect: NULL when not edited from a known version */
@@ -264,26 +261,6 @@ int db_create_node(struct cache *c, uint64_t parent, const char *name, int64_t n
                    struct cnode *out);
 int db_content_put(struct cache *c, uint64_t ino, const char *buf, size_t len, int64_t mtime_ns,
                    const char *sha, const char *expect, bool held, bool *kept);
-
-/* A rename inside the caller's transaction (write.c).  With where, a
- * success fills ino, store, from and to (malloc'd: the caller frees them)
- * for its journal record; to stays NULL for a rename that changed
- * nothing (a node onto itself). */
-struct db_rename {
-    uint64_t parent, newparent;
-    const char *name, *newname;
-    unsigned flags;
-    bool where;
-    uint64_t ino;
-    char store[CACHE_ID_MAX];
-    char *from, *to;
-};
-int db_rename_tx(struct cache *c, struct db_rename *a);
-/* A journal's rename record applied again (jrename.c): the node at from
- * (ino when it is still there) moved to to; 0 also when it has no place
- * any more (logged), a negative errno when the replay must stop. */
-int db_journal_rename(struct cache *c, uint64_t ino, const char *store, const char *from,
-                      const char *to, size_t to_len, unsigned flags);
 
 /* Fills n from a row selected with NODE_COLS (n is cleared with cnode_clear). */
 int db_row_to_node(sqlite3_stmt *st, struct cnode *n);

@@ -16,14 +16,11 @@
  * lazy transaction now open: each is a struct jhdr (magic, epoch, the
  * node's ino, mtime, lengths, whether a writer still holds the file, the
  * content's sha, the sha it was edited from, a checksum of the header and
- * the names), then the store id, the path and the content.  A rename's
- * record (cache/jrename.c) has the same form: its source's path, its
- * destination's path for content.
+ * the names), then the store id, the path and the content.
  *
  * Invariants (c->lock guards every field):
- *   - every content a close saved, and every rename (jrename.c), that no
- *     commit has made durable yet has its record in the journal, in the
- *     order the closes and renames came;
+ *   - every content a close saved that no commit has made durable yet has
+ *     its record in the journal, in the order the closes came;
  *   - the transaction that carries the records also writes their epoch in
  *     meta ("journal <file name>"): after a crash, records of an epoch
  *     meta has are in the database already and are not applied again;
@@ -71,8 +68,7 @@ struct jhdr {
     int64_t mtime;
     uint16_t store_len, path_len;
     uint8_t held, has_expect;
-    uint8_t kind; /* enum db_jkind: a close's content, or a rename (jrename.c) */
-    uint8_t pad;
+    uint8_t pad[2];
     char sha[SHA256_HEX_LEN];
     char expect[SHA256_HEX_LEN];
     uint64_t sum; /* FNV-1a of the header (sum 0), the store id and the path */
@@ -231,12 +227,10 @@ static int apply_record(struct cache *c, const struct jhdr *h, const char *store
 }
 
 /* The records of fd not yet in the database (key's epoch), applied in
- * one transaction that also records their epoch; *n counts the closes
- * among them, *renames the renames. */
-static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, size_t *n,
-                     size_t *renames)
+ * one transaction that also records their epoch; *n counts them. */
+static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, size_t *n)
 {
-    *n = *renames = 0;
+    *n = 0;
     struct stat sb;
     if (fstat(fd, &sb) != 0)
         return -errno;
@@ -281,13 +275,11 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
             rc = -ENOMEM;
         if (!rc && !open_tx && (rc = db_exec(c, "BEGIN IMMEDIATE")) == 0)
             open_tx = true;
-        if (!rc && h.kind == DB_JREC_RENAME)
-            rc = db_journal_rename(c, h.ino, id, p, buf, h.len, h.held);
-        else if (!rc)
+        if (!rc)
             rc = apply_record(c, &h, id, p, buf);
         free(p);
         if (!rc)
-            ++*(h.kind == DB_JREC_RENAME ? renames : n);
+            ++*n;
         off += need;
     }
     if (open_tx) {
@@ -341,18 +333,16 @@ static int replay_dead(struct cache *c, const char *name)
         return 0; /* a live daemon's */
     }
     uint64_t epoch = 0;
-    size_t n = 0, renames = 0;
-    int rc = replay_fd(c, fd, key, &epoch, &n, &renames);
+    size_t n = 0;
+    int rc = replay_fd(c, fd, key, &epoch, &n);
     if (rc) {
         log_error("cannot apply the journal of closed files; it is kept for the next start",
                   "file", path, "error", strerror(-rc));
     } else {
-        if (n || renames) {
-            char count[24], rcount[24];
+        if (n) {
+            char count[24];
             snprintf(count, sizeof(count), "%zu", n);
-            snprintf(rcount, sizeof(rcount), "%zu", renames);
-            log_info("closed files recovered from the journal", "file", path, "files", count,
-                     "renames", rcount);
+            log_info("closed files recovered from the journal", "file", path, "files", count);
         }
         remove_journal(c, fd, path, key);
     }
@@ -436,7 +426,7 @@ int db_journal_add(struct cache *c, const struct db_jrec *r)
 {
     struct jhdr h = {.magic = J_MAGIC, .len = (uint32_t)r->len, .epoch = c->jepoch,
                      .ino = r->ino, .mtime = r->mtime, .held = r->held,
-                     .has_expect = r->expect != NULL, .kind = r->kind};
+                     .has_expect = r->expect != NULL};
     size_t sl = strlen(r->store), pl = strlen(r->path);
     if (sl >= CACHE_ID_MAX || pl > UINT16_MAX)
         return -ENAMETOOLONG;
@@ -481,8 +471,8 @@ int db_journal_retry(struct cache *c)
     if (!c->jstuck)
         return 0;
     uint64_t epoch = c->jepoch;
-    size_t n = 0, renames = 0;
-    int rc = replay_fd(c, c->jfd, c->jkey, &epoch, &n, &renames);
+    size_t n = 0;
+    int rc = replay_fd(c, c->jfd, c->jkey, &epoch, &n);
     if (rc) {
         clock_gettime(CLOCK_MONOTONIC, &c->jstuck_since);
         return rc;

@@ -32,8 +32,7 @@
  *                     or fsyncs (cache_mark_saved: CACHE_SAVED); so no
  *                     half-written file is pushed by a periodic sync.
  *  content, times     cache/content.c (cache_set_content and friends).
- *  cache_rename       (db_rename_tx here; its journaling: cache/jrename.c)
- *                     file: same ino and memory_id, new parent/name/path,
+ *  cache_rename       file: same ino and memory_id, new parent/name/path,
  *                     state recomputed as above (dirty: path != base_path).
  *                     Directory: every descendant's path is rewritten (one
  *                     UPDATE by prefix) and every file below recomputed.
@@ -402,6 +401,12 @@ int cache_unlink(struct cache *c, uint64_t parent, const char *name, bool is_dir
     return db_in_tx(c, unlink_tx, &a);
 }
 
+struct rename_args {
+    uint64_t parent, newparent;
+    const char *name, *newname;
+    unsigned flags;
+};
+
 /* Would moving directory src to new_path keep every path below it valid? */
 static int check_subtree(struct cache *c, const char *store, const char *old_path,
                          const char *new_path)
@@ -494,8 +499,9 @@ static int take_identity(struct cache *c, const char *store, const struct cnode 
     return step_done(c, st, "take identity");
 }
 
-int db_rename_tx(struct cache *c, struct db_rename *a)
+static int rename_tx(struct cache *c, void *arg)
 {
+    struct rename_args *a = arg;
     char store[CACHE_ID_MAX], store2[CACHE_ID_MAX];
     uint64_t root, root2;
     struct cnode src = {0}, dst = {0}, dir = {0};
@@ -574,18 +580,19 @@ int db_rename_tx(struct cache *c, struct db_rename *a)
         rc = touch_dir(c, a->parent, now);
     if (!rc && a->parent != a->newparent)
         rc = touch_dir(c, a->newparent, now);
-    if (!rc && a->where) {
-        a->ino = src.ino;
-        memcpy(a->store, store, sizeof(a->store));
-        a->to = path;
-        path = NULL;
-        if (!(a->from = strdup(src.path)))
-            rc = -ENOMEM;
-    }
 out:
     cnode_clear(&src);
     cnode_clear(&dst);
     cnode_clear(&dir);
     free(path);
     return rc;
+}
+
+int cache_rename(struct cache *c, uint64_t parent, const char *name, uint64_t newparent,
+                 const char *newname, unsigned flags)
+{
+    if (flags & ~CACHE_RENAME_NOREPLACE)
+        return -EINVAL;
+    struct rename_args a = {parent, newparent, name, newname, flags};
+    return db_in_tx(c, rename_tx, &a);
 }

@@ -7,11 +7,8 @@
  * store became read-only) is kept as a conflict record; a live process's
  * journal is left alone; a clean close leaves no journal behind; and
  * when a commit fails (here SQLite's commit hook turns it into a
- * rollback), the closes (and a rename) it carried come back from the
- * journal before the next change, or on their own a second later.
- * Renames are journaled too (cache/jrename.c): an editor's save, a moved
- * directory and a file renamed while open come back after a crash, and a
- * rename whose source is gone is skipped.
+ * rollback), the closes it carried come back from the journal before the
+ * next change, or on their own a second later.
  *
  * Each crash is a forked child that saves and then _exits at once, long
  * before the saver's commit (a few milliseconds later). */
@@ -313,9 +310,8 @@ static void close_then_fail_commit(struct cache *c, uint64_t root)
     sqlite3_commit_hook(c->db, commit_hook, NULL);
     fail_commits = 1;
     cr_assert_eq(cache_save_closed(c, f.ino, "closed\n", 7, 2, f.sha, NULL), 0);
-    cr_assert_eq(cache_rename(c, root, "other.md", root, "renamed.md", 0), 0);
     int64_t t = 5;
-    (void)cache_set_times(c, g.ino, NULL, &t); /* its commit carries the close and rename */
+    (void)cache_set_times(c, g.ino, NULL, &t); /* its commit carries the close */
     cr_assert_eq(fail_commits, 0, "no commit came");
     cnode_clear(&f);
     cnode_clear(&g);
@@ -330,16 +326,10 @@ Test(cache_journal, closes_a_failed_commit_dropped_come_back_before_the_next_cha
     cr_assert_eq(cache_create(c, root, "next", true, 3, &d), 0);
     cnode_clear(&d);
     expect_content(c, root, NULL, "lost.md", "closed\n");
-    struct cnode n;
-    cr_expect_eq(cache_lookup(c, root, "renamed.md", &n), 0, "the rename did not come back");
-    cnode_clear(&n);
-    cr_expect_neq(cache_lookup(c, root, "other.md", &n), 0, "the old name is back");
     cr_expect_eq(n_conflicts(c), 0);
     cache_close(&c);
     c = open_store(&root, false);
     expect_content(c, root, NULL, "lost.md", "closed\n");
-    cr_expect_eq(cache_lookup(c, root, "renamed.md", &n), 0, "the rename is gone after a reopen");
-    cnode_clear(&n);
     cache_close(&c);
 }
 
@@ -389,89 +379,5 @@ Test(cache_journal, a_write_whose_commit_fails_reports_the_failure)
     cr_assert_eq(cache_create(c, root, "next", true, 3, &d), 0);
     cnode_clear(&d);
     expect_content(c, root, NULL, "a.md", "a\n"); /* the close came back */
-    cache_close(&c);
-}
-
-/* Renames join the lazy transaction too (cache/jrename.c): an editor's
- * save (a new file, closed, renamed over the old one), a directory moved,
- * and a file renamed while open, before any close saved it. */
-static void saves_and_renames(struct cache *k, uint64_t r)
-{
-    struct cnode old, d, f;
-    char old_sha[SHA256_HEX_LEN + 1];
-    /* committed before */
-    if (cache_create(k, r, "doc.md", false, 1, &old) ||
-        cache_set_content(k, old.ino, "old\n", 4, 2, old_sha) ||
-        cache_create(k, r, "dir", true, 1, &d) || cache_create(k, d.ino, "in.md", false, 1, &f))
-        _exit(10);
-    new_file(k, r, "doc.md.tmp", "saved\n", NULL);
-    if (cache_rename(k, r, "doc.md.tmp", r, "doc.md", 0) ||
-        cache_rename(k, r, "dir", r, "moved", 0))
-        _exit(11);
-    /* opened, renamed, then closed: its create dies with the process */
-    struct cnode o;
-    if (cache_create_open(k, r, "open.tmp", 1, &o) ||
-        cache_rename(k, r, "open.tmp", r, "open.md", 0) ||
-        cache_save_closed(k, o.ino, "late\n", 5, 6, o.sha, NULL))
-        _exit(12);
-    cnode_clear(&o);
-    cnode_clear(&old);
-    cnode_clear(&d);
-    cnode_clear(&f);
-}
-
-Test(cache_journal, a_crash_right_after_renames_loses_none_of_them)
-{
-    crash_after(saves_and_renames);
-    uint64_t root;
-    struct cache *c = open_store(&root, false);
-    expect_content(c, root, NULL, "doc.md", "saved\n");
-    expect_content(c, root, NULL, "open.md", "late\n");
-    struct cnode n;
-    cr_expect_neq(cache_lookup(c, root, "doc.md.tmp", &n), 0, "the saved file kept its old name");
-    cr_expect_neq(cache_lookup(c, root, "dir", &n), 0, "the directory is at its old name");
-    cr_expect_neq(cache_lookup(c, root, "open.tmp", &n), 0, "the open file is at its old name");
-    cr_assert_eq(cache_lookup(c, root, "moved", &n), 0, "the moved directory is gone");
-    uint64_t moved = n.ino;
-    cnode_clear(&n);
-    cr_expect_eq(cache_lookup(c, moved, "in.md", &n), 0, "the directory's file did not move");
-    cnode_clear(&n);
-    cr_expect_eq(n_conflicts(c), 0);
-    cache_close(&c);
-}
-
-/* A rename's record with no source left is skipped; the records after it
- * are applied. */
-static void rename_then_close(struct cache *k, uint64_t r)
-{
-    new_file(k, r, "a.tmp", "a\n", NULL);
-    if (cache_rename(k, r, "a.tmp", r, "a.md", 0))
-        _exit(13);
-    new_file(k, r, "after.md", "after\n", NULL);
-}
-
-Test(cache_journal, a_rename_whose_source_is_gone_is_skipped)
-{
-    crash_after(rename_then_close);
-    /* The journal without the first close: the rename finds no a.tmp. */
-    char path[512];
-    cr_assert_eq(journals(path, sizeof(path)), 1);
-    int fd = open(path, O_RDWR);
-    cr_assert_geq(fd, 0);
-    static char data[8192];
-    ssize_t len = read(fd, data, sizeof(data));
-    cr_assert_gt(len, 0);
-    size_t first = 1; /* the second record starts with the magic, "MFJ1" */
-    while (first + 4 <= (size_t)len && memcmp(data + first, "MFJ1", 4) != 0)
-        first++;
-    cr_assert_lt(first + 4, (size_t)len);
-    cr_assert_eq(ftruncate(fd, 0), 0);
-    cr_assert_eq(pwrite(fd, data + first, (size_t)len - first, 0), (ssize_t)(len - first));
-    close(fd);
-    uint64_t root;
-    struct cache *c = open_store(&root, false);
-    struct cnode n;
-    cr_expect_neq(cache_lookup(c, root, "a.md", &n), 0, "a rename without a source was made");
-    expect_content(c, root, NULL, "after.md", "after\n");
     cache_close(&c);
 }

@@ -152,8 +152,9 @@ Test(mount_write_durable, kill_9_right_after_closes_loses_none)
     expect_file("seeded.md", "rewritten\n");
 }
 
-/* Editors' saves end with a rename, which joins the lazy transaction as a
- * close does (cache/jrename.c): a kill -9 right after them takes none. */
+/* Editors' saves end with a rename, right after the close the journal
+ * keeps (a rename commits, carrying the closes before it): a kill -9
+ * right after them takes none, nor a directory moved. */
 Test(mount_write_durable, kill_9_right_after_renames_loses_none)
 {
     char path[600], tmp[600], body[64];

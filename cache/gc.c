@@ -75,28 +75,33 @@ static int pragma_int(struct cache *c, const char *sql, int64_t *v)
     return rc;
 }
 
-/* Gives free pages back; the WAL is checkpointed and cut when nobody else
- * reads it (never waiting: another process may be reading). */
-static void give_back(struct cache *c)
+/* Checkpoints the WAL and cuts it to nothing, never waiting (another
+ * process may be reading); the checkpointer's passes are held off
+ * meanwhile (they would make it busy).  Caller holds c->lock. */
+static int truncate_log(struct cache *c)
 {
     (void)db_settle(c); /* a checkpoint waits for no open transaction of ours */
-    sqlite3_exec(c->db, "PRAGMA incremental_vacuum", NULL, NULL, NULL);
-    sqlite3_busy_timeout(c->db, 0);
-    db_ckpt_pause(c);
-    sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-    db_ckpt_resume(c);
-    sqlite3_busy_timeout(c->db, 10000);
-}
-
-int cache_trim_log(struct cache *c)
-{
-    db_lock(c);
-    (void)db_settle(c);
     sqlite3_busy_timeout(c->db, 0);
     db_ckpt_pause(c);
     int rc = sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
     db_ckpt_resume(c);
     sqlite3_busy_timeout(c->db, 10000);
+    return rc;
+}
+
+/* Gives free pages back; the WAL is checkpointed and cut when nobody else
+ * reads it. */
+static void give_back(struct cache *c)
+{
+    (void)db_settle(c);
+    sqlite3_exec(c->db, "PRAGMA incremental_vacuum", NULL, NULL, NULL);
+    (void)truncate_log(c);
+}
+
+int cache_trim_log(struct cache *c)
+{
+    db_lock(c);
+    int rc = truncate_log(c);
     db_unlock(c);
     return rc == SQLITE_OK ? 0 : rc == SQLITE_BUSY ? -EBUSY : db_errno(rc);
 }

@@ -36,6 +36,14 @@ static void teardown(void)
 
 TestSuite(cache_ckpt, .init = setup, .fini = teardown, .timeout = 120);
 
+static struct cache *open_store(uint64_t *root)
+{
+    struct cache *c = NULL;
+    cr_assert_eq(cache_open(sub, &c), 0);
+    cr_assert_eq(cache_store_attach(c, ST, false, root), 0);
+    return c;
+}
+
 static long wal_pages(void)
 {
     struct stat st;
@@ -73,10 +81,8 @@ static long commits(struct cache *c, uint64_t ino, int n, long until_pages)
 
 Test(cache_ckpt, the_thread_checkpoints_and_the_commits_do_not)
 {
-    struct cache *c = NULL;
     uint64_t root;
-    cr_assert_eq(cache_open(sub, &c), 0);
-    cr_assert_eq(cache_store_attach(c, ST, false, &root), 0);
+    struct cache *c = open_store(&root);
     /* Past 1,000 pages (a pass starts) and below 4,000 (the bound a commit
      * checkpoints at itself): the log is never longer than its file. */
     long got = commits(c, new_file(c, root), 10000, 1500);
@@ -94,10 +100,8 @@ Test(cache_ckpt, the_thread_checkpoints_and_the_commits_do_not)
 
 Test(cache_ckpt, the_log_stays_bounded_under_a_steady_stream)
 {
-    struct cache *c = NULL;
     uint64_t root;
-    cr_assert_eq(cache_open(sub, &c), 0);
-    cr_assert_eq(cache_store_attach(c, ST, false, &root), 0);
+    struct cache *c = open_store(&root);
     long max_pages = commits(c, new_file(c, root), 700, 0); /* over 10,000 pages, no pause */
     /* 4,000 pages and what commits add while a pass makes the hook's own
      * checkpoint busy. */
@@ -107,10 +111,8 @@ Test(cache_ckpt, the_log_stays_bounded_under_a_steady_stream)
 
 Test(cache_ckpt, a_truncate_is_not_made_busy_by_a_pass)
 {
-    struct cache *c = NULL;
     uint64_t root;
-    cr_assert_eq(cache_open(sub, &c), 0);
-    cr_assert_eq(cache_store_attach(c, ST, false, &root), 0);
+    struct cache *c = open_store(&root);
     uint64_t ino = new_file(c, root);
     for (int round = 0; round < 5; round++) {
         commits(c, ino, 10000, 1200); /* past 1,000 pages: a pass starts */
@@ -122,10 +124,8 @@ Test(cache_ckpt, a_truncate_is_not_made_busy_by_a_pass)
 
 Test(cache_ckpt, a_clean_close_leaves_no_log)
 {
-    struct cache *c = NULL;
     uint64_t root;
-    cr_assert_eq(cache_open(sub, &c), 0);
-    cr_assert_eq(cache_store_attach(c, ST, false, &root), 0);
+    struct cache *c = open_store(&root);
     commits(c, new_file(c, root), 100, 0);
     cache_close(&c);
     cr_expect_neq(access(wal, F_OK), 0, "the write-ahead log is still there");

@@ -12,6 +12,9 @@
  * reads the next, and it polls the device for FSLOOP_SPIN_US before it
  * sleeps: the next request of a burst (a create is seven) usually
  * arrives within that window and is taken without any thread waking.
+ * It polls only after the kinds of request that a next one followed
+ * within the window lately (spinhint.h): after a reader's RELEASE or an
+ * editor's last RENAME the poll would only burn CPU.
  *
  * Leader and followers: exactly one thread (the leader) reads the device;
  * the others (followers) wait on a condition variable, never on the
@@ -30,6 +33,7 @@
 #include "fsloop.h"
 
 #include <errno.h>
+#include <linux/fuse.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -37,6 +41,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "spinhint.h"
 
 #define FSLOOP_SPIN_US 50
 #define FSLOOP_MAX_THREADS 16
@@ -54,6 +59,7 @@ struct fsloop {
     unsigned idle;           /* followers waiting for the lead */
     bool done;
     int err; /* the receive error that ended the loop (0: unmounted or exited) */
+    struct spinhint hint; /* after which requests the device is polled */
 };
 
 struct worker {
@@ -80,6 +86,14 @@ static void spin(struct fsloop *l)
         if (poll(&p, 1, 0) != 0 || fuse_session_exited(l->se))
             return;
     } while (now_us() < until);
+}
+
+/* The opcode of the request in buf (res bytes read), or UINT32_MAX. */
+static uint32_t opcode_of(const struct fuse_buf *buf, int res)
+{
+    if (res < (int)sizeof(struct fuse_in_header) || (buf->flags & FUSE_BUF_IS_FD))
+        return UINT32_MAX;
+    return ((const struct fuse_in_header *)buf->mem)->opcode;
 }
 
 static void *worker_main(void *arg);
@@ -120,7 +134,9 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     struct fsloop *l = w->l;
     self = w;
-    bool hot = false; /* answered a request since it last waited */
+    bool hot = false;        /* answered a request since it last waited */
+    uint32_t last = 0;       /* the opcode of that request */
+    int64_t answered_us = 0; /* when it was answered */
     pthread_mutex_lock(&l->lock);
     for (;;) {
         while (l->leader && !l->done) {
@@ -135,11 +151,17 @@ static void *worker_main(void *arg)
         }
         l->leader = w;
         pthread_mutex_unlock(&l->lock);
-        if (hot)
+        bool polled = hot && spinhint_poll(&l->hint, last);
+        if (polled)
             spin(l);
         int res = fuse_session_receive_buf(l->se, &w->buf);
-        if (res > 0)
+        if (hot && res > 0)
+            spinhint_learn(&l->hint, last, now_us() - answered_us, polled, FSLOOP_SPIN_US);
+        if (res > 0) {
+            last = opcode_of(&w->buf, res);
             fuse_session_process_buf(l->se, &w->buf);
+            answered_us = now_us();
+        }
         hot = res > 0;
         pthread_mutex_lock(&l->lock);
         if (l->leader == w)
@@ -184,6 +206,7 @@ int fsloop_run(struct fuse_session *se)
     if (!w)
         return -ENOMEM;
     w->l = &l;
+    spinhint_init(&l.hint);
     pthread_mutex_init(&l.lock, NULL);
     pthread_cond_init(&l.lead, NULL);
     pthread_cond_init(&l.finished, NULL);

@@ -8,6 +8,8 @@ mfs_add_test(test_cache_journal test_cache_journal.c LIBS mfs_cache PkgConfig::S
 mfs_add_test(test_cache_ckpt test_cache_ckpt.c LIBS mfs_cache PkgConfig::SQLITE3)
 mfs_add_test(test_cache_wal test_cache_wal.c LIBS mfs_cache PkgConfig::SQLITE3)
 mfs_add_test(test_base_text test_base_text.c)
+mfs_add_test(test_spinhint test_spinhint.c)
+target_include_directories(test_spinhint PRIVATE ${PROJECT_SOURCE_DIR}/fs)
 mfs_add_test(test_cache_history test_cache_history.c LIBS mfs_cache)
 # The fuzz targets' seed corpora (tests/fuzz/corpus/<target>, which also
 # holds every input a fuzzer found) replayed as regression tests of this

@@ -472,7 +472,8 @@ int cache_open(const char *dir, struct cache **out)
     if (!rc)
         rc = db_exec(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                         "PRAGMA foreign_keys=OFF;"
-                        "PRAGMA journal_size_limit=4194304;");
+                        "PRAGMA journal_size_limit=4194304;"
+                        "PRAGMA temp_store=MEMORY;");
     if (!rc)
         rc = db_exec(c, schema);
     for (size_t i = 0; !rc && i < sizeof(added_columns) / sizeof(added_columns[0]); i++)

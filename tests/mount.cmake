@@ -17,6 +17,9 @@ foreach(area push conflict delete faults refused unmount ro identity hostile ope
   mfs_add_test(test_mount_sync_${area} test_mount_sync_${area}.c test_mount_sync_util.c
                TIMEOUT 300 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)
 endforeach()
+# The cache's temporary data stays in memory (issue 12).
+mfs_add_test(test_mount_tmpfiles test_mount_tmpfiles.c test_mount_sync_util.c
+             TIMEOUT 300 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)
 # The fault soak and two daemons on one store (issue 8): longer runs.
 foreach(area soak two)
   mfs_add_test(test_mount_sync_${area} test_mount_sync_${area}.c test_mount_sync_util.c

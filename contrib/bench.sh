@@ -119,12 +119,15 @@ w_save() { sed -n 201,400p "$W/list-$2" >"$W/save-$2"; fsecs save "$W/save-$2"; 
 w_read() { fsecs read "$W/list-$2"; }
 w_ls() { timed ls -lR "$1"; }
 w_cat() { local t0; t0=$(now); xargs -a "$W/list-$2" cat >/dev/null; secs "$t0" "$(now)"; }
+# The cost of one request (microseconds): getxattr of a security.* name,
+# which a mount answers at once without its cache; on tmpfs, the call.
+w_rt() { "$FSOPS" rt "$(head -1 "$W/list-$2")" 20000 | sed -n 's/^us_each=//p'; }
 
 # run3 NAME DIR TAG: median of 3 runs of w_NAME.
 run3() { local a b c; a=$("w_$1" "$2" "$3"); b=$("w_$1" "$2" "$3"); c=$("w_$1" "$2" "$3"); median "$a" "$b" "$c"; }
 
 # All the file workloads on DIR; results in R_<name>[TAG].
-declare -A R_create R_overwrite R_sed R_save R_read R_ls R_cat
+declare -A R_create R_overwrite R_sed R_save R_read R_ls R_cat R_rt
 workloads() { # DIR TAG
   local d=$1 t=$2
   list_files "$d" "$t"
@@ -137,6 +140,7 @@ workloads() { # DIR TAG
   R_read[$t]=$(run3 read "$d" "$t")
   R_ls[$t]=$(run3 ls "$d" "$t")
   R_cat[$t]=$(run3 cat "$d" "$t")
+  R_rt[$t]=$(run3 rt "$d" "$t")
   rm -rf "${d:?}/w"
 }
 
@@ -289,6 +293,15 @@ printf '\n%-36s %10s   passthrough_ll %s\n' "creates/s: tmpfs" "$(rate "${R_crea
 printf '%-36s %10s' "open/read/close per s: memstorefs" "$(rate "${R_read[mfs]}" "$N")"
 [ -n "${BASELINE:-}" ] && printf ' %10s' "$(rate "${R_read[base]}" "$N")"
 printf '\n'
+# The least any FUSE file system can do here: one round trip per open
+# (the kernel asks OPEN of each), on top of what tmpfs takes.
+floor() { py "import sys; r, t, n = map(float, sys.argv[1:]); print(f'{(t + n * r / 1e6) / t:.2f}')" "$1" "${R_read[tmpfs]}" "$N"; }
+printf '%-36s %10s' "one round trip, getxattr (us)" "${R_rt[mfs]}"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "${R_rt[base]}"
+printf '   tmpfs %s\n' "${R_rt[tmpfs]}"
+printf '%-36s %10s' "  ... open/read/close floor, x tmpfs" "$(floor "${R_rt[mfs]}")"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "$(floor "${R_rt[base]}")"
+printf '   (tmpfs time + one round trip a file)\n'
 printf '%-36s %10s' "cold mount, 50 ms latency: all local (s)" "${LAT[mfs]}"
 [ -n "${BASELINE:-}" ] && printf ' %10s' "${LAT[base]}"
 printf '\n%-36s %10s' "  ... requests it took" "${LATREQ[mfs]}"

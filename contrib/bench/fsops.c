@@ -13,6 +13,12 @@
  *                               close it, write the new content, close,
  *                               rename over it (without starting a process
  *                               a file, which dominates sed -i's own time)
+ *   fsops rt PATH N             N getxattr(2) of a name in the security.*
+ *                               namespace on PATH: on a mount, one round
+ *                               trip each that the daemon answers at once
+ *                               (ENOTSUP, without the cache), the least a
+ *                               request costs on this machine; on tmpfs,
+ *                               the system call alone
  *
  * Prints the elapsed seconds and the operations per second on one line
  * ("secs=0.123 per_s=8130"); save adds a line with the mean time of each
@@ -186,6 +192,18 @@ static int saves(const char *list, long *count, double t[S_N])
     return 0;
 }
 
+/* n getxattr of an attribute nobody sets; any answer but a failure to
+ * reach the file (ENODATA, ENOTSUP) is the expected one. */
+static int round_trips(const char *path, long n)
+{
+    char v[64];
+    for (long i = 0; i < n; i++)
+        if (getxattr(path, "security.memstorefs_bench", v, sizeof(v)) < 0 && errno != ENODATA &&
+            errno != ENOTSUP)
+            return fail("getxattr", path);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long n = 0;
@@ -202,14 +220,20 @@ int main(int argc, char **argv)
         rc = reads(argv[2], &n);
     } else if (argc == 3 && strcmp(argv[1], "save") == 0) {
         rc = saves(argv[2], &n, calls);
+    } else if (argc == 4 && strcmp(argv[1], "rt") == 0) {
+        n = atol(argv[3]);
+        rc = round_trips(argv[2], n);
     } else {
-        fprintf(stderr, "usage: fsops create|overwrite DIR N SIZE | fsops read|save LIST\n");
+        fprintf(stderr,
+                "usage: fsops create|overwrite DIR N SIZE | fsops read|save LIST | fsops rt PATH N\n");
         return 2;
     }
     double secs = now() - t0;
     if (rc)
         return rc;
     printf("secs=%.4f per_s=%.0f\n", secs, secs > 0 ? (double)n / secs : 0.0);
+    if (strcmp(argv[1], "rt") == 0 && n > 0)
+        printf("us_each=%.2f\n", secs * 1e6 / (double)n);
     if (strcmp(argv[1], "save") == 0 && n > 0) {
         printf("calls");
         for (int i = 0; i < S_N; i++)

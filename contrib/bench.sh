@@ -2,8 +2,12 @@
 # Benchmarks of memstorefs, as figures and ratios measured in one run (never
 # timed assertions): each file workload runs on a memstorefs mount, on a
 # tmpfs directory and on libfuse's passthrough_ll example over tmpfs (the
-# reference FUSE file system, built here from libfuse3-dev's examples), one
-# after the other on the same machine; each figure is the median of 3 runs.
+# reference FUSE file system, built here from libfuse3-dev's examples), all
+# mounted side by side; each figure is the median of 3 rounds, and a round
+# runs the workload once on every target in turn (the order rotated each
+# round), so a change in the machine's load during the run weighs on every
+# target alike rather than on whichever ran at that moment.  Each memstorefs
+# build mounts a store of its own, seeded alike.
 #   - create 1,000 files of 4 KiB (open, write, close): files/s and ratios;
 #   - overwrite those 1,000 files; sed -i on 200 files of the store, and
 #     sed -i's system calls on 200 others in one process (mfs_fsops save:
@@ -42,8 +46,15 @@ PT_MNT=$W/pt
 export MEMSTOREFS_RUNTIME_DIR=$W/run ANTHROPIC_API_KEY=bench-key
 mkdir -p "$W/run" && chmod 700 "$W/run"
 MSD_PID="" PT_PID=""
+# Each memstorefs mount has its runtime directory (by tag: mfs, base, nx;
+# "run" for the cold mounts), so that each can be told apart and stopped.
+in_rt() { local t=$1; shift; mkdir -p "$W/run-$t" && chmod 700 "$W/run-$t"
+  MEMSTOREFS_RUNTIME_DIR=$W/run-$t "$@"; }
 cleanup() {
-  for b in "$MFS" ${BASELINE:-}; do "$b" unmount --all >/dev/null 2>&1 || true; done
+  local b d
+  for b in "$MFS" ${BASELINE:-}; do for d in "$W"/run "$W"/run-*; do
+    [ -d "$d" ] && MEMSTOREFS_RUNTIME_DIR=$d "$b" unmount --all >/dev/null 2>&1 || true
+  done; done
   if [ -n "$PT_PID" ]; then fusermount3 -u "$PT_MNT" 2>/dev/null || true; kill "$PT_PID" 2>/dev/null || true; fi
   [ -n "$MSD_PID" ] && kill "$MSD_PID" 2>/dev/null || true
   rm -rf "$W" "$TMPFS" "$PT_SRCDIR"
@@ -74,11 +85,15 @@ for i in range($N):
 cp -r "$W/seed/." "$TMPFS/"
 cp -r "$W/seed/." "$PT_SRCDIR/"
 "$MSD" --listen 127.0.0.1:0 --db "$W/msd.db" --api-key bench-key --admin-key bench-admin \
-  --seed "bench=$W/seed" >"$W/msd.out" 2>"$W/msd.log" &
+  --seed "bench=$W/seed" --seed "bench-base=$W/seed" --seed "bench-nx=$W/seed" \
+  >"$W/msd.out" 2>"$W/msd.log" &
 MSD_PID=$!
 for _ in $(seq 600); do grep -q '^listening' "$W/msd.out" 2>/dev/null && break; sleep 0.1; done
 export ANTHROPIC_BASE_URL; ANTHROPIC_BASE_URL=$(sed -n 's/^listening url=//p' "$W/msd.out")
-STORE=$(sed -n 's/^seeded name=bench id=\([^ ]*\).*/\1/p' "$W/msd.out")
+store_id() { sed -n "s/^seeded name=$1 id=\\([^ ]*\\).*/\\1/p" "$W/msd.out"; }
+STORE=$(store_id bench)
+# The store each memstorefs mount of the workloads uses (by tag).
+declare -A STORE_OF=([mfs]=$STORE [base]=$(store_id bench-base) [nx]=$(store_id bench-nx))
 admin() { curl -s -X "$1" -H 'x-admin-key: bench-admin' "$ANTHROPIC_BASE_URL$2" ${3:+-d "$3"}; }
 total() { admin GET /admin/stats | py 'import json,sys; print(json.load(sys.stdin)["total"])'; }
 downloads() { admin GET /admin/stats | py 'import json,sys; r = json.load(sys.stdin)["routes"]; print(r.get("GET /v1/memory_stores/{id}/memories/{id}", 0))'; }
@@ -123,26 +138,51 @@ w_cat() { local t0; t0=$(now); xargs -a "$W/list-$2" cat >/dev/null; secs "$t0" 
 # which a mount answers at once without its cache; on tmpfs, the call.
 w_rt() { "$FSOPS" rt "$(head -1 "$W/list-$2")" 20000 | sed -n 's/^us_each=//p'; }
 
-# run3 NAME DIR TAG: median of 3 runs of w_NAME.
-run3() { local a b c; a=$("w_$1" "$2" "$3"); b=$("w_$1" "$2" "$3"); c=$("w_$1" "$2" "$3"); median "$a" "$b" "$c"; }
+# interleave NAME TAG...: 3 rounds; each runs w_NAME once on every target
+# in turn, starting one target later than the round before; the median of
+# each target's three into R_NAME[TAG].
+declare -A DIR_OF
+interleave() {
+  local name=$1 r i t; shift
+  local -a tags=("$@")
+  local -A got=()
+  for r in 0 1 2; do
+    for i in "${!tags[@]}"; do
+      t=${tags[$(( (i + r) % ${#tags[@]} ))]}
+      got[$t]+="$("w_$name" "${DIR_OF[$t]}" "$t") "
+    done
+  done
+  local -n out=R_$name
+  for t in "${tags[@]}"; do
+    # shellcheck disable=SC2086 # three numbers
+    out[$t]=$(median ${got[$t]})
+  done
+}
 
-# All the file workloads on DIR; results in R_<name>[TAG].
+# All the file workloads, interleaved on the targets TAG... (directories
+# in DIR_OF); results in R_<name>[TAG].  The --no-xattrs mount (nx) runs
+# only the rows its switch changes.
 declare -A R_create R_overwrite R_sed R_save R_read R_ls R_cat R_rt
-workloads() { # DIR TAG
-  local d=$1 t=$2
-  list_files "$d" "$t"
-  w_read "$d" "$t" >/dev/null # warm: content local, kernel caches filled
-  w_ls "$d" "$t" >/dev/null
-  R_create[$t]=$(run3 create "$d" "$t")
-  R_overwrite[$t]=$(run3 overwrite "$d" "$t")
-  R_sed[$t]=$(run3 sed "$d" "$t")
-  R_save[$t]=$(run3 save "$d" "$t")
-  R_read[$t]=$(run3 read "$d" "$t")
-  R_ls[$t]=$(run3 ls "$d" "$t")
-  R_cat[$t]=$(run3 cat "$d" "$t")
-  # passthrough_ll keeps no attributes: its kernel answers getxattr itself.
-  [ "$t" = pt ] || R_rt[$t]=$(run3 rt "$d" "$t")
-  rm -rf "${d:?}/w"
+workloads() { # TAG...
+  local t
+  local -a all=("$@") most=() rt=()
+  for t in "${all[@]}"; do
+    list_files "${DIR_OF[$t]}" "$t"
+    w_read "${DIR_OF[$t]}" "$t" >/dev/null # warm: content local, kernel caches filled
+    w_ls "${DIR_OF[$t]}" "$t" >/dev/null
+    [ "$t" = nx ] || most+=("$t")
+    # passthrough_ll keeps no attributes: its kernel answers getxattr itself.
+    [ "$t" = nx ] || [ "$t" = pt ] || rt+=("$t")
+  done
+  interleave create "${all[@]}"
+  interleave overwrite "${all[@]}"
+  interleave sed "${most[@]}"
+  interleave save "${most[@]}"
+  interleave read "${most[@]}"
+  interleave ls "${all[@]}"
+  interleave cat "${most[@]}"
+  interleave rt "${rt[@]}"
+  for t in "${all[@]}"; do rm -rf "${DIR_OF[$t]:?}/w"; done
 }
 
 # Cold mount with 50 ms on every request: until every file's content is
@@ -203,58 +243,57 @@ print("%.4f %d" % (time.monotonic() - t0, n))
 }
 
 declare -A MOUNT_S REMOUNT_S REMOUNT_REQ RSS_KB LAT LATREQ CACHE_WORK CACHE_REWRITE WAL_REWRITE LIVE
-bench_mfs() { # MFS TAG
-  local mfs=$1 t=$2 mnt=$W/mnt-$RANDOM cache=$W/cache-$RANDOM t0
+# mount_mfs MFS TAG [OPTION...]: a cold mount of the tag's store, timed.
+mount_mfs() {
+  local mfs=$1 t=$2 t0; shift 2
+  DIR_OF[$t]=$W/mnt-$t
   t0=$(now)
-  "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
+  in_rt "$t" "$mfs" mount --store "${STORE_OF[$t]}:${DIR_OF[$t]}" --cache-dir "$W/cache-$t" \
+    --sync-interval 3600 "$@" >/dev/null 2>&1 || { unset "DIR_OF[$t]"; return 0; }
   MOUNT_S[$t]=$(secs "$t0" "$(now)")
-  workloads "$mnt" "$t"
+}
+# after_mfs MFS TAG: after the workloads, the cache's size, the daemon's
+# memory, and a remount on the same cache.
+after_mfs() {
+  local mfs=$1 t=$2 mnt=${DIR_OF[$2]} cache=$W/cache-$2 t0
   CACHE_WORK[$t]=$(cache_kb "$cache")
   rewrite_big "$mnt"
   CACHE_REWRITE[$t]=$(cache_kb "$cache")
   WAL_REWRITE[$t]=$(( $(stat -c %s "$cache/cache.db-wal" 2>/dev/null || echo 0) / 1024 ))
   LIVE[$t]=$(live_kb "$mnt")
-  RSS_KB[$t]=$(ps -o rss= -p "$(sed -n 's/^pid=//p' "$W"/run/store-*.lock | head -1)" | tr -d ' ')
-  "$mfs" unmount --all >/dev/null 2>&1 || true
+  RSS_KB[$t]=$(ps -o rss= -p "$(sed -n 's/^pid=//p' "$W/run-$t"/store-*.lock | head -1)" | tr -d ' ')
+  in_rt "$t" "$mfs" unmount --all >/dev/null 2>&1 || true
   # Mount again on the same cache: nothing is downloaded again.
   admin POST /admin/stats/reset >/dev/null
   t0=$(now)
-  "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
+  in_rt "$t" "$mfs" mount --store "${STORE_OF[$t]}:$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
   REMOUNT_S[$t]=$(secs "$t0" "$(now)")
   sleep 1
   REMOUNT_REQ[$t]=$(downloads)
-  "$mfs" unmount --all >/dev/null 2>&1 || true
+  in_rt "$t" "$mfs" unmount --all >/dev/null 2>&1 || true
 }
 
-# The rows the user.memstore.* attributes cost most, again with --no-xattrs
-# (the kernel then stops asking the daemon for attributes).
-bench_noxattr() { # MFS TAG
-  local mfs=$1 t=$2 mnt=$W/mnt-nx-$RANDOM cache=$W/cache-nx-$RANDOM
-  "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 --no-xattrs \
-    >/dev/null 2>&1 || return 0
-  list_files "$mnt" "$t"
-  w_read "$mnt" "$t" >/dev/null
-  w_ls "$mnt" "$t" >/dev/null
-  R_create[$t]=$(run3 create "$mnt" "$t")
-  R_overwrite[$t]=$(run3 overwrite "$mnt" "$t")
-  R_ls[$t]=$(run3 ls "$mnt" "$t")
-  "$mfs" unmount --all >/dev/null 2>&1 || true
-}
-
-workloads "$TMPFS" tmpfs
 # The cold mounts under latency, each build's and the official worker's,
-# on the store as seeded: the workloads below leave files in it (the
-# creates of the --no-xattrs run are pushed at its unmount), which would
-# give a later cold mount more to download.
+# on the store as seeded, before the workloads add to it.
 worker_latency
 cold_latency "$MFS"; LAT[mfs]=$LAT_S; LATREQ[mfs]=$LAT_REQ
 if [ -n "${BASELINE:-}" ]; then
   cold_latency "$BASELINE"; LAT[base]=$LAT_S; LATREQ[base]=$LAT_REQ
 fi
-[ -n "$PT" ] && workloads "$PT" pt
-bench_mfs "$MFS" mfs
-bench_noxattr "$MFS" nx
-[ -n "${BASELINE:-}" ] && bench_mfs "$BASELINE" base
+# Every target mounted side by side, then the workloads interleaved on them.
+# The rows the user.memstore.* attributes cost most run again with
+# --no-xattrs (the kernel then stops asking the daemon for attributes).
+DIR_OF[tmpfs]=$TMPFS
+TAGS=(tmpfs)
+[ -n "$PT" ] && { DIR_OF[pt]=$PT; TAGS+=(pt); }
+mount_mfs "$MFS" mfs
+mount_mfs "$MFS" nx --no-xattrs
+[ -n "${BASELINE:-}" ] && mount_mfs "$BASELINE" base
+for t in mfs nx base; do [ -n "${DIR_OF[$t]:-}" ] && TAGS+=("$t"); done
+workloads "${TAGS[@]}"
+in_rt nx "$MFS" unmount --all >/dev/null 2>&1 || true
+after_mfs "$MFS" mfs
+[ -n "${BASELINE:-}" ] && after_mfs "$BASELINE" base
 
 rate() { py "import sys; print(f'{float(sys.argv[2]) / float(sys.argv[1]):.0f}')" "$1" "$2"; }
 col() { # NAME TAG: seconds and ratios against tmpfs and passthrough_ll

@@ -23,7 +23,7 @@
  * the cache directory exists.
  * Who may use a mount: its owner only, unless --uid/--gid name another
  * user or group than root's own for a root mount, or -o allow_other is
- * given (start_session); the kernel then applies the modes
+ * given (fsmount_start, fsmount.c); the kernel then applies the modes
  * (default_permissions), 0644/0755 less --umask.
  * All signals the daemon handles are blocked in every thread (set before
  * any thread exists) and read from the signalfd by the main thread only.
@@ -37,8 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/mount.h>
-#include <sys/sysmacros.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -53,13 +51,11 @@
 #include "daemon.h"
 #include "engine.h"
 #include "fs.h"
-#include "fsloop.h"
 #include "history.h"
 #include "housekeep.h"
 #include "http.h"
 #include "log.h"
 #include "mountdir.h"
-#include "openfile.h"
 #include "private.h"
 #include "rules.h"
 #include "runtime.h"
@@ -67,255 +63,6 @@
 #include "session.h"
 
 static struct daemon D;
-
-/* libfuse's own messages go through the same sink. */
-static void fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
-{
-    enum log_level lvl = level <= FUSE_LOG_ERR       ? LOG_LVL_ERROR
-                         : level <= FUSE_LOG_WARNING ? LOG_LVL_WARN
-                         : level <= FUSE_LOG_INFO    ? LOG_LVL_INFO
-                                                     : LOG_LVL_DEBUG;
-    if (!log_enabled(lvl))
-        return;
-    char msg[1024];
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral" /* libfuse's own format */
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-#pragma GCC diagnostic pop
-    size_t n = strlen(msg);
-    if (n && msg[n - 1] == '\n')
-        msg[n - 1] = '\0';
-    log_event(lvl, msg, "source", "libfuse", NULL);
-}
-
-static void *loop_main(void *arg)
-{
-    struct fs_store *s = arg;
-    int rc = fsloop_run(s->se);
-    if (rc < 0)
-        log_error("cannot read the mount's requests; the mount stops", "memory_store_id", s->id,
-                  "path", s->mount_path, "error", strerror(-rc));
-    __atomic_store_n(&s->loop_done, 1, __ATOMIC_RELEASE);
-    uint64_t one = 1;
-    (void)!write(D.wake_fd, &one, sizeof(one));
-    return NULL;
-}
-
-/* Whether a root mount is opened to other accounts without -o allow_other:
- * when its files are given to another user or group. */
-static bool shared_by_owner(const struct mount_opts *o)
-{
-    return geteuid() == 0 && (o->uid != 0 || o->gid != 0);
-}
-
-static int start_session(struct fs_store *s, const struct mount_opts *o)
-{
-    char opts[2048];
-    snprintf(opts, sizeof(opts), "fsname=memstorefs:%s,subtype=memstorefs,default_permissions%s%s%s%s",
-             s->id, shared_by_owner(o) ? ",allow_other" : "", s->read_only ? ",ro" : "",
-             o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
-    char prog[] = "memstorefs", dash_o[] = "-o";
-    char *argv[] = {prog, dash_o, opts, NULL};
-    struct fuse_args args = FUSE_ARGS_INIT(3, argv);
-    s->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), s);
-    fuse_opt_free_args(&args);
-    if (!s->se) {
-        fprintf(stderr, "memstorefs: cannot create the FUSE session for %s (memory_store_id=%s); "
-                        "check the -o options\n", s->mount_path, s->id);
-        return -EINVAL;
-    }
-    if (fuse_session_mount(s->se, s->mount_path) != 0) {
-        fprintf(stderr, "memstorefs: cannot mount %s (memory_store_id=%s); is /dev/fuse "
-                        "available and fusermount3 installed?\n", s->mount_path, s->id);
-        fuse_session_destroy(s->se);
-        s->se = NULL;
-        return -EIO;
-    }
-    s->mounted = true;
-    int rc = fuseio_attach(s);
-    if (rc) {
-        fprintf(stderr, "memstorefs: cannot set up the FUSE device of %s: %s\n", s->mount_path,
-                strerror(-rc));
-        fuse_session_unmount(s->se);
-        s->mounted = false;
-        return rc;
-    }
-    rc = pthread_create(&s->loop, NULL, loop_main, s);
-    if (rc) {
-        fuse_session_unmount(s->se);
-        s->mounted = false;
-        return -rc;
-    }
-    s->loop_running = true;
-    return 0;
-}
-
-/* Aborts the FUSE connection with device number dev through fusectl
- * (mounting it when it is not, as root): a process that still holds a
- * file of a lazily unmounted store would otherwise keep the connection,
- * the loop threads and so the daemon alive after the session ended.  Such
- * a process then gets ENOTCONN. */
-static void abort_connection(const struct fs_store *s, dev_t dev)
-{
-    char p[128];
-    snprintf(p, sizeof(p), "/sys/fs/fuse/connections/%u/abort", minor(dev));
-    int fd = open(p, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && geteuid() == 0 &&
-        mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, NULL) == 0)
-        fd = open(p, O_WRONLY | O_CLOEXEC);
-    int err = fd < 0 ? errno : 0;
-    if (!err && write(fd, "1", 1) != 1)
-        err = errno ? errno : EIO;
-    if (err)
-        log_warn("files of the store are still open; the daemon waits until they are closed",
-                 "memory_store_id", s->id, "path", s->mount_path, "error", strerror(err));
-    else
-        log_info("files of the store were still open; their connection was aborted",
-                 "memory_store_id", s->id, "path", s->mount_path);
-    if (fd >= 0)
-        close(fd);
-}
-
-void daemon_teardown_store(struct fs_store *s)
-{
-    if (s->se) {
-        bool ended = __atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE);
-        pthread_mutex_lock(&s->se_lock);
-        bool was_mounted = s->mounted;
-        s->mounted = false;
-        pthread_mutex_unlock(&s->se_lock);
-        if (was_mounted && !ended) {
-            struct stat st;
-            bool have_dev = stat(s->mount_path, &st) == 0; /* served by the loop */
-            fuse_session_exit(s->se);
-            fuse_session_unmount(s->se); /* lazy: busy files keep the connection */
-            for (int i = 0; i < 40 && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE); i++)
-                usleep(50 * 1000);
-            if (!__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE) && have_dev)
-                abort_connection(s, st.st_dev);
-        } else if (was_mounted) {
-            /* Unmounted from outside: libfuse sees the device report an
-             * error and unmounts nothing more, but frees what the mount
-             * holds (its mount point). */
-            fuse_session_unmount(s->se);
-        }
-        if (s->loop_running)
-            pthread_join(s->loop, NULL);
-        s->loop_running = false;
-        fuse_session_destroy(s->se);
-        s->se = NULL;
-        log_info("unmounted memory store", "memory_store_id", s->id, "path", s->mount_path);
-    }
-    mountdir_remove(s);
-    syncer_disable(s->sync, s->sync_idx); /* before the lock goes */
-    rt_unlock_store(s->lock_fd, s->lock_file);
-    s->lock_fd = -1;
-    free(s->lock_file);
-    s->lock_file = NULL;
-    s->gone = true;
-}
-
-struct final_job {
-    struct fs_store **v;
-    size_t n;
-};
-
-static void *final_main(void *arg)
-{
-    struct final_job *j = arg;
-    for (size_t i = 0; i < j->n; i++) {
-        char why[512];
-        if (syncer_sync(D.sync, j->v[i]->sync_idx, why, sizeof(why), NULL) != 0)
-            log_warn("memory flush failed", "memory_store_id", j->v[i]->id, "error", why);
-    }
-    return NULL;
-}
-
-/* The final sync of v[0..n) at unmount, bounded by the flush timeout:
- * past it, requests in flight are cancelled and what they carried stays
- * dirty in the cache for the next mount.  Writes one line per store with
- * something left unpushed to report (may be NULL) and to the log, then
- * (to report) the files concerned.  Returns how many stores left some. */
-static size_t final_sync(struct fs_store **v, size_t n, FILE *report)
-{
-    size_t stores_left = 0;
-    if (!D.sync || !n)
-        return 0;
-    /* Only content a writer closed or fsynced is pushed.  Files still open
-     * with unsaved edits get a short grace to be closed (a tenth of the
-     * flush timeout); past it, their edits are kept as records (memstorefs
-     * conflicts) and the final sync pushes their last saved state. */
-    int64_t grace_ms = (int64_t)D.flush_timeout * 100;
-    for (int64_t waited = 0; waited < grace_ms && ofile_unsaved_count() > 0; waited += 100)
-        usleep(100 * 1000);
-    size_t failed = 0, kept = ofile_keep_unsaved_all(D.cache, &failed);
-    if (kept) {
-        char nk[32];
-        snprintf(nk, sizeof(nk), "%zu", kept);
-        log_warn("files were still open with unsaved edits at unmount; their last saved state "
-                 "is pushed and the edits are kept in the cache (memstorefs conflicts)",
-                 "files", nk, "cache_dir", D.cache_dir);
-    }
-    if (failed)
-        log_error("cannot keep the unsaved edits of a file still open at unmount", "cache_dir",
-                  D.cache_dir);
-    struct final_job j = {v, n};
-    pthread_t t;
-    if (pthread_create(&t, NULL, final_main, &j) != 0) {
-        final_main(&j);
-    } else {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += D.flush_timeout;
-        if (pthread_timedjoin_np(t, NULL, &until) != 0) {
-            char secs[32];
-            snprintf(secs, sizeof(secs), "%d", D.flush_timeout);
-            log_warn("final memory sync cut off at the flush timeout; what it had not pushed "
-                     "stays in the cache for the next mount", "flush_timeout_s", secs);
-            http_client_cancel(D.http, true);
-            pthread_join(t, NULL);
-            http_client_cancel(D.http, false);
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        struct cache_store_stats st;
-        if (cache_store_stats(D.cache, v[i]->id, &st) != 0)
-            continue;
-        unsigned long long left = st.dirty + st.tombstones - st.kept_deletions,
-                           refused = st.refused, unsaved = st.unsaved;
-        if (!left && !refused && !unsaved)
-            continue;
-        /* What happens to each kind, exactly: changes are pushed by the
-         * next mount or `flush`; a refused file only once its content
-         * changes; a file never closed only once a writer closes it. */
-        char msg[1400], parts[1000] = "";
-        size_t k = 0;
-        if (left)
-            k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%llu local change%s not "
-                                  "pushed (the next mount of this store with the same "
-                                  "--cache-dir, or memstorefs flush, pushes %s)", left,
-                                  left == 1 ? "" : "s", left == 1 ? "it" : "them");
-        if (refused)
-            k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%s%llu file%s refused by the "
-                                  "server (retried only once %s content changes)",
-                                  k ? "; " : "", refused, refused == 1 ? "" : "s",
-                                  refused == 1 ? "its" : "their");
-        if (unsaved)
-            snprintf(parts + k, sizeof(parts) - k, "%s%llu new file%s never closed by a writer "
-                     "(pushed only once a writer closes or fsyncs %s)", k ? "; " : "", unsaved,
-                     unsaved == 1 ? "" : "s", unsaved == 1 ? "it" : "them");
-        snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s)", v[i]->id,
-                 parts, D.cache_dir);
-        log_warn("memory flush left changes unpushed", "memory_store_id", v[i]->id, "path",
-                 v[i]->mount_path, "unpushed", msg);
-        stores_left++;
-        if (report) {
-            fprintf(report, "%s\n", msg);
-            daemon_list_unpushed(D.cache, v[i]->id, v[i]->mount_path, report);
-        }
-    }
-    return stores_left;
-}
 
 static size_t live_stores(void)
 {
@@ -329,7 +76,7 @@ size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report)
 {
     if (n && n >= live_stores())
         sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
-    size_t left = final_sync(v, n, report);
+    size_t left = daemon_final_sync(&D, v, n, report);
     for (size_t i = 0; i < n; i++)
         if (!v[i]->gone)
             daemon_teardown_store(v[i]);
@@ -346,7 +93,7 @@ static void teardown_all(bool flush)
     if (flush) {
         sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
         syncer_stop(D.sync);
-        final_sync(v, n, NULL);
+        daemon_final_sync(&D, v, n, NULL);
         /* From now on no request may hold up the exit: an open that is
          * downloading content ends at once (its loop thread is joined
          * below). */
@@ -498,9 +245,11 @@ static int setup_stores(struct mount_opts *o)
             return rc;
         }
     }
-    for (size_t i = 0; i < D.n; i++)
-        if ((rc = start_session(&D.stores[i], o)))
+    for (size_t i = 0; i < D.n; i++) {
+        D.stores[i].wake_fd = D.wake_fd;
+        if ((rc = fsmount_start(&D.stores[i], o)))
             return rc;
+    }
     return 0;
 }
 
@@ -602,7 +351,7 @@ int daemon_mount(struct mount_opts *o)
         if (log_parse_level(o->log_level, &lvl) == 0)
             log_set_level(lvl);
     }
-    fuse_set_log_func(fuse_log_sink);
+    fsmount_log_init();
 
     sdnotify_init();
     char why[4400] = "";

@@ -43,8 +43,22 @@ struct daemon {
     uint64_t cache_max_size; /* --cache-max-size, 0: none (for status) */
 };
 
-/* Unmounts one store, removes the directories it created, drops its lock. */
+/* fsmount.c: mounts store s (its FUSE session, with the options of o) and
+ * starts its loop thread, which writes s->wake_fd as it ends; 0 or a
+ * negative errno, the reason printed to stderr.  fsmount_log_init sends
+ * libfuse's own messages to the daemon's log. */
+struct mount_opts;
+int fsmount_start(struct fs_store *s, const struct mount_opts *o);
+void fsmount_log_init(void);
+/* fsmount.c: unmounts one store, removes the directories it created,
+ * drops its lock. */
 void daemon_teardown_store(struct fs_store *s);
+/* finalsync.c: the final sync of v[0..n) at unmount, bounded by the flush
+ * timeout: past it, requests in flight are cancelled and what they carried
+ * stays dirty in the cache for the next mount.  Writes one line per store
+ * with something left unpushed to report (may be NULL) and to the log,
+ * then (to report) the files concerned.  Returns how many stores left some. */
+size_t daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, FILE *report);
 /* The final sync of v[0..n) (bounded by the flush timeout), then their
  * teardown; a line per store with unpushed changes, and the files
  * concerned, go to report.  Returns the number of such stores. */

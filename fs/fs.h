@@ -46,6 +46,7 @@ struct fs_store {
     pthread_t loop;
     bool loop_running;
     volatile int loop_done; /* set by the loop thread when it returns */
+    int wake_fd;            /* the daemon's eventfd, written as the loop thread ends */
     bool mounted;
     bool gone;              /* torn down */
     bool no_opendir;        /* set at FUSE init: the kernel may skip OPENDIR */

@@ -1,0 +1,122 @@
+/* finalsync.c - the final sync of stores at unmount (memstorefs unmount,
+ * the session's end, a signal): a short grace for files still open with
+ * unsaved edits, which are then kept as records; the sync of every store
+ * on a thread of its own, bounded by the flush timeout, past which the
+ * requests in flight are cancelled and what they carried stays dirty in
+ * the cache for the next mount; then one line per store with something
+ * left unpushed, to the log and to the caller's report.
+ * Main thread only (the sync runs on its helper thread, joined here). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "daemon.h"
+#include "engine.h"
+#include "fs.h"
+#include "http.h"
+#include "log.h"
+#include "openfile.h"
+
+/* What the helper thread syncs. */
+struct final_job {
+    struct daemon *d;
+    struct fs_store **v;
+    size_t n;
+};
+
+static void *final_main(void *arg)
+{
+    struct final_job *j = arg;
+    for (size_t i = 0; i < j->n; i++) {
+        char why[512];
+        if (syncer_sync(j->d->sync, j->v[i]->sync_idx, why, sizeof(why), NULL) != 0)
+            log_warn("memory flush failed", "memory_store_id", j->v[i]->id, "error", why);
+    }
+    return NULL;
+}
+
+/* The contract: daemon.h. */
+size_t daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, FILE *report)
+{
+    size_t stores_left = 0;
+    if (!d->sync || !n)
+        return 0;
+    /* Only content a writer closed or fsynced is pushed.  Files still open
+     * with unsaved edits get a short grace to be closed (a tenth of the
+     * flush timeout); past it, their edits are kept as records (memstorefs
+     * conflicts) and the final sync pushes their last saved state. */
+    int64_t grace_ms = (int64_t)d->flush_timeout * 100;
+    for (int64_t waited = 0; waited < grace_ms && ofile_unsaved_count() > 0; waited += 100)
+        usleep(100 * 1000);
+    size_t failed = 0, kept = ofile_keep_unsaved_all(d->cache, &failed);
+    if (kept) {
+        char nk[32];
+        snprintf(nk, sizeof(nk), "%zu", kept);
+        log_warn("files were still open with unsaved edits at unmount; their last saved state "
+                 "is pushed and the edits are kept in the cache (memstorefs conflicts)",
+                 "files", nk, "cache_dir", d->cache_dir);
+    }
+    if (failed)
+        log_error("cannot keep the unsaved edits of a file still open at unmount", "cache_dir",
+                  d->cache_dir);
+    struct final_job j = {d, v, n};
+    pthread_t t;
+    if (pthread_create(&t, NULL, final_main, &j) != 0) {
+        final_main(&j);
+    } else {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += d->flush_timeout;
+        if (pthread_timedjoin_np(t, NULL, &until) != 0) {
+            char secs[32];
+            snprintf(secs, sizeof(secs), "%d", d->flush_timeout);
+            log_warn("final memory sync cut off at the flush timeout; what it had not pushed "
+                     "stays in the cache for the next mount", "flush_timeout_s", secs);
+            http_client_cancel(d->http, true);
+            pthread_join(t, NULL);
+            http_client_cancel(d->http, false);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct cache_store_stats st;
+        if (cache_store_stats(d->cache, v[i]->id, &st) != 0)
+            continue;
+        unsigned long long left = st.dirty + st.tombstones - st.kept_deletions,
+                           refused = st.refused, unsaved = st.unsaved;
+        if (!left && !refused && !unsaved)
+            continue;
+        /* What happens to each kind, exactly: changes are pushed by the
+         * next mount or `flush`; a refused file only once its content
+         * changes; a file never closed only once a writer closes it. */
+        char msg[1400], parts[1000] = "";
+        size_t k = 0;
+        if (left)
+            k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%llu local change%s not "
+                                  "pushed (the next mount of this store with the same "
+                                  "--cache-dir, or memstorefs flush, pushes %s)", left,
+                                  left == 1 ? "" : "s", left == 1 ? "it" : "them");
+        if (refused)
+            k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%s%llu file%s refused by the "
+                                  "server (retried only once %s content changes)",
+                                  k ? "; " : "", refused, refused == 1 ? "" : "s",
+                                  refused == 1 ? "its" : "their");
+        if (unsaved)
+            snprintf(parts + k, sizeof(parts) - k, "%s%llu new file%s never closed by a writer "
+                     "(pushed only once a writer closes or fsyncs %s)", k ? "; " : "", unsaved,
+                     unsaved == 1 ? "" : "s", unsaved == 1 ? "it" : "them");
+        snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s)", v[i]->id,
+                 parts, d->cache_dir);
+        log_warn("memory flush left changes unpushed", "memory_store_id", v[i]->id, "path",
+                 v[i]->mount_path, "unpushed", msg);
+        stores_left++;
+        if (report) {
+            fprintf(report, "%s\n", msg);
+            daemon_list_unpushed(d->cache, v[i]->id, v[i]->mount_path, report);
+        }
+    }
+    return stores_left;
+}

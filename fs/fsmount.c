@@ -1,0 +1,182 @@
+/* fsmount.c - the FUSE side of one store's mount: its session (the mount
+ * options, who may use it), the mount itself, the loop thread that serves
+ * it, and its teardown (unmount, abort of a connection that open files
+ * keep alive, the directories made for it, the store lock).
+ *
+ * Invariants: a store is mounted (s->mounted) from a successful
+ * fuse_session_mount until its teardown or an unmount from outside; the
+ * loop thread sets s->loop_done and writes the daemon's wake eventfd
+ * (s->wake_fd) as it ends, so the main loop notices a store unmounted from
+ * outside.  Everything here runs on the daemon's main thread, but the loop
+ * thread itself; s->mounted changes under s->se_lock (notify.c reads it).
+ * libfuse's own messages go to the daemon's log (fsmount_log_init). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "daemon.h"
+#include "engine.h"
+#include "fs.h"
+#include "fsloop.h"
+#include "log.h"
+#include "mountdir.h"
+#include "runtime.h"
+
+/* libfuse's own messages go through the daemon's log. */
+static void fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    enum log_level lvl = level <= FUSE_LOG_ERR       ? LOG_LVL_ERROR
+                         : level <= FUSE_LOG_WARNING ? LOG_LVL_WARN
+                         : level <= FUSE_LOG_INFO    ? LOG_LVL_INFO
+                                                     : LOG_LVL_DEBUG;
+    if (!log_enabled(lvl))
+        return;
+    char msg[1024];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral" /* libfuse's own format */
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+#pragma GCC diagnostic pop
+    size_t n = strlen(msg);
+    if (n && msg[n - 1] == '\n')
+        msg[n - 1] = '\0';
+    log_event(lvl, msg, "source", "libfuse", NULL);
+}
+
+static void *loop_main(void *arg)
+{
+    struct fs_store *s = arg;
+    int rc = fsloop_run(s->se);
+    if (rc < 0)
+        log_error("cannot read the mount's requests; the mount stops", "memory_store_id", s->id,
+                  "path", s->mount_path, "error", strerror(-rc));
+    __atomic_store_n(&s->loop_done, 1, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    (void)!write(s->wake_fd, &one, sizeof(one));
+    return NULL;
+}
+
+/* Whether a root mount is opened to other accounts without -o allow_other:
+ * when its files are given to another user or group. */
+static bool shared_by_owner(const struct mount_opts *o)
+{
+    return geteuid() == 0 && (o->uid != 0 || o->gid != 0);
+}
+
+int fsmount_start(struct fs_store *s, const struct mount_opts *o)
+{
+    char opts[2048];
+    snprintf(opts, sizeof(opts), "fsname=memstorefs:%s,subtype=memstorefs,default_permissions%s%s%s%s",
+             s->id, shared_by_owner(o) ? ",allow_other" : "", s->read_only ? ",ro" : "",
+             o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
+    char prog[] = "memstorefs", dash_o[] = "-o";
+    char *argv[] = {prog, dash_o, opts, NULL};
+    struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+    s->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), s);
+    fuse_opt_free_args(&args);
+    if (!s->se) {
+        fprintf(stderr, "memstorefs: cannot create the FUSE session for %s (memory_store_id=%s); "
+                        "check the -o options\n", s->mount_path, s->id);
+        return -EINVAL;
+    }
+    if (fuse_session_mount(s->se, s->mount_path) != 0) {
+        fprintf(stderr, "memstorefs: cannot mount %s (memory_store_id=%s); is /dev/fuse "
+                        "available and fusermount3 installed?\n", s->mount_path, s->id);
+        fuse_session_destroy(s->se);
+        s->se = NULL;
+        return -EIO;
+    }
+    s->mounted = true;
+    int rc = fuseio_attach(s);
+    if (rc) {
+        fprintf(stderr, "memstorefs: cannot set up the FUSE device of %s: %s\n", s->mount_path,
+                strerror(-rc));
+        fuse_session_unmount(s->se);
+        s->mounted = false;
+        return rc;
+    }
+    rc = pthread_create(&s->loop, NULL, loop_main, s);
+    if (rc) {
+        fuse_session_unmount(s->se);
+        s->mounted = false;
+        return -rc;
+    }
+    s->loop_running = true;
+    return 0;
+}
+
+/* Aborts the FUSE connection with device number dev through fusectl
+ * (mounting it when it is not, as root): a process that still holds a
+ * file of a lazily unmounted store would otherwise keep the connection,
+ * the loop threads and so the daemon alive after the session ended.  Such
+ * a process then gets ENOTCONN. */
+static void abort_connection(const struct fs_store *s, dev_t dev)
+{
+    char p[128];
+    snprintf(p, sizeof(p), "/sys/fs/fuse/connections/%u/abort", minor(dev));
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && geteuid() == 0 &&
+        mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, NULL) == 0)
+        fd = open(p, O_WRONLY | O_CLOEXEC);
+    int err = fd < 0 ? errno : 0;
+    if (!err && write(fd, "1", 1) != 1)
+        err = errno ? errno : EIO;
+    if (err)
+        log_warn("files of the store are still open; the daemon waits until they are closed",
+                 "memory_store_id", s->id, "path", s->mount_path, "error", strerror(err));
+    else
+        log_info("files of the store were still open; their connection was aborted",
+                 "memory_store_id", s->id, "path", s->mount_path);
+    if (fd >= 0)
+        close(fd);
+}
+
+void daemon_teardown_store(struct fs_store *s)
+{
+    if (s->se) {
+        bool ended = __atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE);
+        pthread_mutex_lock(&s->se_lock);
+        bool was_mounted = s->mounted;
+        s->mounted = false;
+        pthread_mutex_unlock(&s->se_lock);
+        if (was_mounted && !ended) {
+            struct stat st;
+            bool have_dev = stat(s->mount_path, &st) == 0; /* served by the loop */
+            fuse_session_exit(s->se);
+            fuse_session_unmount(s->se); /* lazy: busy files keep the connection */
+            for (int i = 0; i < 40 && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE); i++)
+                usleep(50 * 1000);
+            if (!__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE) && have_dev)
+                abort_connection(s, st.st_dev);
+        } else if (was_mounted) {
+            /* Unmounted from outside: libfuse sees the device report an
+             * error and unmounts nothing more, but frees what the mount
+             * holds (its mount point). */
+            fuse_session_unmount(s->se);
+        }
+        if (s->loop_running)
+            pthread_join(s->loop, NULL);
+        s->loop_running = false;
+        fuse_session_destroy(s->se);
+        s->se = NULL;
+        log_info("unmounted memory store", "memory_store_id", s->id, "path", s->mount_path);
+    }
+    mountdir_remove(s);
+    syncer_disable(s->sync, s->sync_idx); /* before the lock goes */
+    rt_unlock_store(s->lock_fd, s->lock_file);
+    s->lock_fd = -1;
+    free(s->lock_file);
+    s->lock_file = NULL;
+    s->gone = true;
+}
+
+void fsmount_log_init(void)
+{
+    fuse_set_log_func(fuse_log_sink);
+}

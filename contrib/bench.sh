@@ -3,7 +3,8 @@
 # timed assertions): each file workload runs on a memstorefs mount, on a
 # tmpfs directory and on libfuse's passthrough_ll example over tmpfs (the
 # reference FUSE file system, built here from libfuse3-dev's examples), all
-# mounted side by side; each figure is the median of 3 rounds, and a round
+# mounted side by side; each figure is the median of ROUNDS rounds (3
+# unless the environment says otherwise: an odd number), and a round
 # runs the workload once on every target in turn (the order rotated each
 # round), so a change in the machine's load during the run weighs on every
 # target alike rather than on whichever ran at that moment.  Each memstorefs
@@ -25,7 +26,8 @@
 # BASELINE=/path/to/other/memstorefs runs the memstorefs rows again with
 # that build (this build vs the last).  Then what a sync costs
 # (contrib/bench-sync.sh); SYNC=0 leaves that part out.
-#   contrib/bench.sh [FILES]      (default 2000 documents, mean 9 KiB)
+#   contrib/bench.sh [FILES]      (default 2000 documents, mean 9 KiB; the
+#                                 sed -i rows want at least 400)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOP=$PWD
@@ -34,6 +36,11 @@ MSD=$TOP/$BUILD/contrib/memstored/memstored
 MFS=$TOP/$BUILD/fs/memstorefs
 FSOPS=$TOP/$BUILD/contrib/mfs_fsops
 N=${1:-2000}
+ROUNDS=${ROUNDS:-3}
+[[ $N =~ ^[1-9][0-9]*$ ]] && [ "$N" -le 100000 ] || {
+  echo "bench: FILES must be a number of documents from 1 to 100000, got '$N'" >&2; exit 2; }
+[[ $ROUNDS =~ ^[1-9][0-9]?$ ]] && [ $((ROUNDS % 2)) -eq 1 ] || {
+  echo "bench: ROUNDS must be an odd number from 1 to 99 (the median of the rounds), got '$ROUNDS'" >&2; exit 2; }
 [ -x "$MSD" ] && [ -x "$MFS" ] && [ -x "$FSOPS" ] || {
   echo "build first: cmake -S . -B $BUILD && cmake --build $BUILD" >&2; exit 1; }
 PT_SRC=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
@@ -64,7 +71,7 @@ trap cleanup EXIT
 now() { date +%s.%N; }
 py() { python3 -c "$@"; }
 secs() { py "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.4f}')" "$1" "$2"; }
-median() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
 ratio() { py "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f'{a / b:.2f}' if b > 0 else 'n/a')" "$1" "$2"; }
 timed() { local t0; t0=$(now); "$@" >/dev/null 2>&1; secs "$t0" "$(now)"; }
 fsecs() { "$FSOPS" "$@" | sed -n 's/^secs=\([^ ]*\).*/\1/p'; }
@@ -138,15 +145,15 @@ w_cat() { local t0; t0=$(now); xargs -a "$W/list-$2" cat >/dev/null; secs "$t0" 
 # which a mount answers at once without its cache; on tmpfs, the call.
 w_rt() { "$FSOPS" rt "$(head -1 "$W/list-$2")" 20000 | sed -n 's/^us_each=//p'; }
 
-# interleave NAME TAG...: 3 rounds; each runs w_NAME once on every target
-# in turn, starting one target later than the round before; the median of
-# each target's three into R_NAME[TAG].
+# interleave NAME TAG...: ROUNDS rounds; each runs w_NAME once on every
+# target in turn, starting one target later than the round before; the
+# median of each target's runs into R_NAME[TAG].
 declare -A DIR_OF
 interleave() {
   local name=$1 r i t; shift
   local -a tags=("$@")
   local -A got=()
-  for r in 0 1 2; do
+  for ((r = 0; r < ROUNDS; r++)); do
     for i in "${!tags[@]}"; do
       t=${tags[$(( (i + r) % ${#tags[@]} ))]}
       got[$t]+="$("w_$name" "${DIR_OF[$t]}" "$t") "
@@ -154,7 +161,7 @@ interleave() {
   done
   local -n out=R_$name
   for t in "${tags[@]}"; do
-    # shellcheck disable=SC2086 # three numbers
+    # shellcheck disable=SC2086 # ROUNDS numbers
     out[$t]=$(median ${got[$t]})
   done
 }
@@ -191,7 +198,9 @@ cold_latency() { # MFS
   local mfs=$1 mnt=$W/mnt-lat-$RANDOM cache=$W/cache-lat-$RANDOM t0 t1 r0
   admin POST /admin/faults '{"action":"latency","latency_ms":50,"count":0}' >/dev/null
   r0=$(total); t0=$(now)
-  "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
+  "$mfs" mount --store "$STORE:$mnt" --cache-dir "$cache" --sync-interval 3600 >"$W/mount-lat.log" 2>&1 || {
+    admin DELETE /admin/faults >/dev/null
+    echo "bench: cannot mount the store with $mfs:" >&2; cat "$W/mount-lat.log" >&2; return 1; }
   # A light poll (no interpreter started each time: it would take the
   # CPU the daemon and memstored are measured with).
   for _ in $(seq 1200); do
@@ -243,13 +252,15 @@ print("%.4f %d" % (time.monotonic() - t0, n))
 }
 
 declare -A MOUNT_S REMOUNT_S REMOUNT_REQ RSS_KB LAT LATREQ CACHE_WORK CACHE_REWRITE WAL_REWRITE LIVE
-# mount_mfs MFS TAG [OPTION...]: a cold mount of the tag's store, timed.
+# mount_mfs MFS TAG [OPTION...]: a cold mount of the tag's store, timed;
+# non-zero, with the mount's own message, when it fails.
 mount_mfs() {
   local mfs=$1 t=$2 t0; shift 2
-  DIR_OF[$t]=$W/mnt-$t
   t0=$(now)
-  in_rt "$t" "$mfs" mount --store "${STORE_OF[$t]}:${DIR_OF[$t]}" --cache-dir "$W/cache-$t" \
-    --sync-interval 3600 "$@" >/dev/null 2>&1 || { unset "DIR_OF[$t]"; return 0; }
+  in_rt "$t" "$mfs" mount --store "${STORE_OF[$t]}:$W/mnt-$t" --cache-dir "$W/cache-$t" \
+    --sync-interval 3600 "$@" >"$W/mount-$t.log" 2>&1 || {
+    echo "bench: cannot mount the store with $mfs ($t):" >&2; cat "$W/mount-$t.log" >&2; return 1; }
+  DIR_OF[$t]=$W/mnt-$t
   MOUNT_S[$t]=$(secs "$t0" "$(now)")
 }
 # after_mfs MFS TAG: after the workloads, the cache's size, the daemon's
@@ -276,9 +287,11 @@ after_mfs() {
 # The cold mounts under latency, each build's and the official worker's,
 # on the store as seeded, before the workloads add to it.
 worker_latency
-cold_latency "$MFS"; LAT[mfs]=$LAT_S; LATREQ[mfs]=$LAT_REQ
+cold_latency "$MFS" || exit 1
+LAT[mfs]=$LAT_S; LATREQ[mfs]=$LAT_REQ
 if [ -n "${BASELINE:-}" ]; then
-  cold_latency "$BASELINE"; LAT[base]=$LAT_S; LATREQ[base]=$LAT_REQ
+  cold_latency "$BASELINE" || exit 1
+  LAT[base]=$LAT_S; LATREQ[base]=$LAT_REQ
 fi
 # Every target mounted side by side, then the workloads interleaved on them.
 # The rows the user.memstore.* attributes cost most run again with
@@ -286,9 +299,9 @@ fi
 DIR_OF[tmpfs]=$TMPFS
 TAGS=(tmpfs)
 [ -n "$PT" ] && { DIR_OF[pt]=$PT; TAGS+=(pt); }
-mount_mfs "$MFS" mfs
-mount_mfs "$MFS" nx --no-xattrs
-[ -n "${BASELINE:-}" ] && mount_mfs "$BASELINE" base
+mount_mfs "$MFS" mfs || exit 1
+mount_mfs "$MFS" nx --no-xattrs || echo "bench: the --no-xattrs rows are left out" >&2
+if [ -n "${BASELINE:-}" ]; then mount_mfs "$BASELINE" base || exit 1; fi
 for t in mfs nx base; do [ -n "${DIR_OF[$t]:-}" ] && TAGS+=("$t"); done
 workloads "${TAGS[@]}"
 in_rt nx "$MFS" unmount --all >/dev/null 2>&1 || true
@@ -307,7 +320,8 @@ row() { # LABEL NAME
   [ -n "${BASELINE:-}" ] && col "$2" base
   printf '\n'
 }
-printf 'memstorefs benchmark: %d documents, mean 9 KiB; medians of 3\n' "$N"
+printf 'memstorefs benchmark: %d documents, mean 9 KiB; %s, the targets taken in turn\n' "$N" \
+  "$([ "$ROUNDS" -eq 1 ] && echo "one round" || echo "medians of $ROUNDS rounds")"
 printf 'time in seconds; x tmpfs and x pt = that time / the time on tmpfs, on passthrough_ll (lower is better)\n'
 printf '%-36s %10s %10s %10s' "" "secs" "x tmpfs" "x pt"
 [ -n "${BASELINE:-}" ] && printf ' %10s %10s %10s' "base secs" "x tmpfs" "x pt"

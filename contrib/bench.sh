@@ -252,13 +252,19 @@ print("%.4f %d" % (time.monotonic() - t0, n))
 }
 
 declare -A MOUNT_S REMOUNT_S REMOUNT_REQ RSS_KB LAT LATREQ CACHE_WORK CACHE_REWRITE WAL_REWRITE LIVE
+# mount_tag MFS TAG [OPTION...]: mounts the tag's store at $W/mnt-TAG on
+# the cache $W/cache-TAG.
+mount_tag() {
+  local mfs=$1 t=$2; shift 2
+  in_rt "$t" "$mfs" mount --store "${STORE_OF[$t]}:$W/mnt-$t" --cache-dir "$W/cache-$t" \
+    --sync-interval 3600 "$@"
+}
 # mount_mfs MFS TAG [OPTION...]: a cold mount of the tag's store, timed;
 # non-zero, with the mount's own message, when it fails.
 mount_mfs() {
   local mfs=$1 t=$2 t0; shift 2
   t0=$(now)
-  in_rt "$t" "$mfs" mount --store "${STORE_OF[$t]}:$W/mnt-$t" --cache-dir "$W/cache-$t" \
-    --sync-interval 3600 "$@" >"$W/mount-$t.log" 2>&1 || {
+  mount_tag "$mfs" "$t" "$@" >"$W/mount-$t.log" 2>&1 || {
     echo "bench: cannot mount the store with $mfs ($t):" >&2; cat "$W/mount-$t.log" >&2; return 1; }
   DIR_OF[$t]=$W/mnt-$t
   MOUNT_S[$t]=$(secs "$t0" "$(now)")
@@ -277,7 +283,7 @@ after_mfs() {
   # Mount again on the same cache: nothing is downloaded again.
   admin POST /admin/stats/reset >/dev/null
   t0=$(now)
-  in_rt "$t" "$mfs" mount --store "${STORE_OF[$t]}:$mnt" --cache-dir "$cache" --sync-interval 3600 >/dev/null 2>&1
+  mount_tag "$mfs" "$t" >/dev/null 2>&1
   REMOUNT_S[$t]=$(secs "$t0" "$(now)")
   sleep 1
   REMOUNT_REQ[$t]=$(downloads)

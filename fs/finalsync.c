@@ -8,8 +8,6 @@
  * Main thread only (the sync runs on its helper thread, joined here). */
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 

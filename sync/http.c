@@ -297,7 +297,7 @@ void http_client_budget(struct http_client *c, int64_t *paused_until_ms, int *wa
     pthread_mutex_unlock(&c->budget_lock);
 }
 
-void http_budget_held(struct http_client *c, int delta)
+void http_budget_wait_add(struct http_client *c, int delta)
 {
     pthread_mutex_lock(&c->budget_lock);
     c->waiting += delta;

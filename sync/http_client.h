@@ -50,6 +50,6 @@ bool http_budget_take(struct http_client *c, int64_t now, int64_t *next_ms);
  * starts a pause (none was running), to log once per pause. */
 bool http_budget_pause(struct http_client *c, int64_t until_ms);
 /* Calls held by the budget, every run together (status): adds delta. */
-void http_budget_held(struct http_client *c, int delta);
+void http_budget_wait_add(struct http_client *c, int delta);
 
 #endif

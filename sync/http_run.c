@@ -347,7 +347,7 @@ static void budget_held(struct run *r, int held)
 {
     if (held == r->held)
         return;
-    http_budget_held(r->c, held - r->held);
+    http_budget_wait_add(r->c, held - r->held);
     r->held = held;
 }
 

@@ -63,11 +63,12 @@ struct cache {
     struct timespec lazy_since;
     sqlite3_int64 lazy_mark;
     /* The journal of closed files (journal.c): its fd (-1 until the first
-     * record), the end of its records, the epoch of the open transaction's
-     * records and its meta key; jin_tx: the open transaction carries
-     * records; jstuck: a failed commit left them the only copy. */
+     * record), the end of the open epoch's records, the file's size (older
+     * epochs' bytes lie between the two), the epoch of the open
+     * transaction's records and its meta key; jin_tx: the open transaction
+     * carries records; jstuck: a failed commit left them the only copy. */
     int jfd;
-    off_t jend;
+    off_t jend, jsize;
     uint64_t jepoch;
     bool jin_tx, jstuck, jfailed;
     struct timespec jstuck_since;

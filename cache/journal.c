@@ -16,7 +16,10 @@
  * lazy transaction now open: each is a struct jhdr (magic, epoch, the
  * node's ino, mtime, lengths, whether a writer still holds the file, the
  * content's sha, the sha it was edited from, a checksum of the header and
- * the names), then the store id, the path and the content.
+ * the names), then the store id, the path and the content.  Where the
+ * file holds older bytes past a record (an earlier epoch's, longer), the
+ * record is followed by a zero word, which no record starts with: the
+ * replay stops there and never reads what a committed epoch left.
  *
  * Invariants (c->lock guards every field):
  *   - every content a close saved that no commit has made durable yet has
@@ -24,13 +27,17 @@
  *   - the transaction that carries the records also writes their epoch in
  *     meta ("journal <file name>"): after a crash, records of an epoch
  *     meta has are in the database already and are not applied again;
- *   - a commit empties the file (ftruncate) and ends the epoch;
+ *   - a commit ends the epoch: the next epoch's records are written from
+ *     offset 0 again, over the committed ones (overwriting blocks the file
+ *     has is cheaper than an ftruncate and then allocating them again);
  *   - a rollback of the whole transaction (its commit failed) leaves the
  *     records the only copy: the journal is stuck, no record is added and
  *     no write transaction begins until they are applied again
  *     (db_journal_retry, from db_begin and the saver).
  * At cache_open every journal no live process holds is replayed: the
- * records of an epoch meta lacks are applied in order, each to its node
+ * records from offset 0 while they are whole and of one epoch meta lacks
+ * (a record of a committed epoch, a zero word or a torn record ends it)
+ * are applied in order, each to its node
  * (by ino, else by path, else a new file at that path) with the close's
  * own check (content edited from a version the store has replaced since
  * becomes a conflict record); then it is emptied and removed.  A torn
@@ -296,12 +303,10 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
     return rc;
 }
 
-/* Empties this cache's journal: its records are committed. */
+/* Ends the epoch of this cache's journal: its records are committed, and
+ * the next epoch's are written over them from offset 0. */
 static void empty_journal(struct cache *c)
 {
-    if (ftruncate(c->jfd, 0) != 0)
-        log_warn("cannot empty the journal of closed files; its records are known to be "
-                 "committed", "error", strerror(errno));
     c->jend = 0;
 }
 
@@ -393,6 +398,7 @@ static bool make_journal(struct cache *c)
     }
     c->jfd = fd;
     c->jend = 0;
+    c->jsize = 0;
     snprintf(c->jkey, sizeof(c->jkey), "journal %s", name);
     return true;
 }
@@ -436,17 +442,26 @@ int db_journal_add(struct cache *c, const struct db_jrec *r)
     if (r->expect)
         memcpy(h.expect, r->expect, SHA256_HEX_LEN);
     h.sum = jsum(h, r->store, r->path);
-    struct iovec v[4] = {{&h, sizeof(h)}, {(void *)r->store, sl}, {(void *)r->path, pl},
-                         {(void *)(r->len ? r->buf : ""), r->len}};
+    static const uint32_t stop = 0; /* ends the replay where older bytes follow */
+    struct iovec v[5] = {{&h, sizeof(h)}, {(void *)r->store, sl}, {(void *)r->path, pl},
+                         {(void *)(r->len ? r->buf : ""), r->len}, {(void *)&stop, sizeof(stop)}};
     size_t want = sizeof(h) + sl + pl + r->len;
-    ssize_t n = pwritev(c->jfd, v, 4, c->jend);
-    if (n != (ssize_t)want) {
+    bool older = c->jend + (off_t)want < c->jsize;
+    size_t put = want + (older ? sizeof(stop) : 0);
+    ssize_t n = pwritev(c->jfd, v, older ? 5 : 4, c->jend);
+    if (n != (ssize_t)put) {
         int e = n < 0 ? errno : ENOSPC;
         log_warn("cannot write the journal of closed files; this close commits to the cache "
                  "database at once", "error", strerror(e));
-        return -e; /* what a short write left is beyond jend: overwritten or cut */
+        /* What a short write left is beyond jend and cannot end the replay
+         * well: the size is unknown now, so every later record ends with a
+         * zero word. */
+        c->jsize = J_MAX;
+        return -e;
     }
     c->jend += (off_t)want;
+    if (c->jend + (off_t)(put - want) > c->jsize)
+        c->jsize = c->jend + (off_t)(put - want);
     return 0;
 }
 

@@ -3,7 +3,10 @@
  * its own, so a process killed right after the call must find it again at
  * the next cache_open, from the journal: new files, overwrites, files in
  * directories; a record a commit already carried is not applied twice; a
- * torn record ends the replay; a record that has no place any more (its
+ * torn record ends the replay; what a committed epoch left past the next
+ * epoch's records (the file is written over from offset 0, not emptied)
+ * is never replayed, even bytes that make a whole record of that epoch;
+ * a record that has no place any more (its
  * store became read-only) is kept as a conflict record; a live process's
  * journal is left alone; a clean close leaves no journal behind; and
  * when a commit fails (here SQLite's commit hook turns it into a
@@ -232,6 +235,117 @@ Test(cache_journal, a_torn_record_ends_the_replay)
     expect_content(c, root, NULL, "whole.md", "whole\n");
     struct cnode n;
     cr_expect_neq(cache_lookup(c, root, "torn.md", &n), 0, "a torn record was applied");
+    cache_close(&c);
+}
+
+/* The bytes of one journal record, as the daemon wrote it: a close of
+ * evil.md in the second epoch of a journal, taken from a cache of its own
+ * (so that it is never replayed there), for the next test to hide in a
+ * file's content. */
+static char evil_rec[1024];
+static size_t evil_len;
+
+static size_t file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (size_t)sb.st_size : 0;
+}
+
+/* The committed first epoch: a close of `first` (content body), then a
+ * commit of its own; the second epoch's first close follows. */
+static struct cnode epoch_one(struct cache *k, uint64_t r, const char *first, const char *body,
+                              size_t len, size_t *size_after)
+{
+    struct cnode o, f;
+    char path[512];
+    if (cache_create(k, r, "other.md", false, 1, &o) ||
+        cache_create_open(k, r, first, 1, &f) ||
+        cache_save_closed(k, f.ino, body, len, 2, f.sha, NULL) ||
+        journals(path, sizeof(path)) != 1)
+        _exit(10);
+    *size_after = file_size(path);
+    if (cache_set_content(k, o.ino, "x", 1, 3, NULL)) /* commits: the epoch ends */
+        _exit(11);
+    cnode_clear(&f);
+    return o;
+}
+
+static void record_evil(struct cache *k, uint64_t r)
+{
+    char pad[100], path[512];
+    memset(pad, 'p', sizeof(pad));
+    size_t size = 0;
+    struct cnode o = epoch_one(k, r, "pad.md", pad, sizeof(pad), &size);
+    cnode_clear(&o);
+    /* The header, the store id and the path, as pad.md's record had them. */
+    size_t head = size - strlen("pad.md") - sizeof(pad);
+    new_file(k, r, "evil.md", "evil\n", NULL);
+    evil_len = head + strlen("evil.md") + 5;
+    int fd = journals(path, sizeof(path)) == 1 ? open(path, O_RDONLY) : -1;
+    if (fd < 0 || evil_len > sizeof(evil_rec) || pread(fd, evil_rec, evil_len, 0) != (ssize_t)evil_len)
+        _exit(12);
+    close(fd);
+    char out[128];
+    snprintf(out, sizeof(out), "%s/evil.rec", dir);
+    fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || write(fd, evil_rec, evil_len) != (ssize_t)evil_len)
+        _exit(13);
+    close(fd);
+}
+
+static char big[2048];
+static size_t big_len;
+
+/* big.md's content hides evil.md's record exactly where small.md's record,
+ * the second epoch's first, ends: a replay that read past small.md's
+ * record would take it for the next record of the open epoch. */
+static void hide_then_close(struct cache *k, uint64_t r)
+{
+    size_t size = 0;
+    struct cnode o = epoch_one(k, r, "big.md", big, big_len, &size);
+    cnode_clear(&o);
+    new_file(k, r, "small.md", "small\n", NULL);
+}
+
+Test(cache_journal, what_a_committed_epoch_left_past_the_records_is_never_replayed)
+{
+    char tmpl[96];
+    snprintf(tmpl, sizeof(tmpl), "%s", sub);
+    snprintf(sub, sizeof(sub), "%s/tmpl", dir);
+    crash_after(record_evil);
+    snprintf(sub, sizeof(sub), "%s", tmpl);
+    char in[128];
+    snprintf(in, sizeof(in), "%s/evil.rec", dir);
+    int fd = open(in, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    ssize_t n = read(fd, evil_rec, sizeof(evil_rec));
+    close(fd);
+    cr_assert_gt(n, 0);
+    evil_len = (size_t)n;
+    /* small.md's record is 8 bytes longer than the header and path of
+     * big.md's ("small.md" is 2 longer than "big.md", "small\n" is 6). */
+    memset(big, 'b', 8);
+    memcpy(big + 8, evil_rec, evil_len);
+    memcpy(big + 8 + evil_len, "tail\n", 5);
+    big_len = 8 + evil_len + 5;
+    crash_after(hide_then_close);
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    expect_content(c, root, NULL, "small.md", "small\n");
+    struct cnode e;
+    cr_expect_neq(cache_lookup(c, root, "evil.md", &e), 0, "a committed epoch's bytes were replayed");
+    struct cnode b;
+    cr_assert_eq(cache_lookup(c, root, "big.md", &b), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    cr_assert_eq(cache_blob_get(c, b.sha, &buf, &len), 0);
+    cr_expect(len == big_len && memcmp(buf, big, big_len) == 0, "big.md changed");
+    free(buf);
+    cnode_clear(&b);
+    char *got = content(c, root, NULL, "other.md");
+    cr_expect(got && strcmp(got, "x") == 0, "other.md: '%s'", got ? got : "(none)");
+    free(got);
+    cr_expect_eq(n_conflicts(c), 0, "a committed epoch's bytes became a conflict record");
     cache_close(&c);
 }
 

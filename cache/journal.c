@@ -305,7 +305,7 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
 
 /* Ends the epoch of this cache's journal: its records are committed, and
  * the next epoch's are written over them from offset 0. */
-static void empty_journal(struct cache *c)
+static void next_epoch(struct cache *c)
 {
     c->jend = 0;
 }
@@ -448,6 +448,7 @@ int db_journal_add(struct cache *c, const struct db_jrec *r)
     size_t want = sizeof(h) + sl + pl + r->len;
     bool older = c->jend + (off_t)want < c->jsize;
     size_t put = want + (older ? sizeof(stop) : 0);
+    off_t written = c->jend + (off_t)put;
     ssize_t n = pwritev(c->jfd, v, older ? 5 : 4, c->jend);
     if (n != (ssize_t)put) {
         int e = n < 0 ? errno : ENOSPC;
@@ -460,8 +461,8 @@ int db_journal_add(struct cache *c, const struct db_jrec *r)
         return -e;
     }
     c->jend += (off_t)want;
-    if (c->jend + (off_t)(put - want) > c->jsize)
-        c->jsize = c->jend + (off_t)(put - want);
+    if (written > c->jsize)
+        c->jsize = written;
     return 0;
 }
 
@@ -478,7 +479,7 @@ void db_journal_ended(struct cache *c, bool committed)
         clock_gettime(CLOCK_MONOTONIC, &c->jstuck_since);
         return;
     }
-    empty_journal(c);
+    next_epoch(c);
 }
 
 int db_journal_retry(struct cache *c)
@@ -495,7 +496,7 @@ int db_journal_retry(struct cache *c)
     log_info("files closed before a failed commit are in the cache again");
     c->jstuck = false;
     c->jepoch = epoch;
-    empty_journal(c);
+    next_epoch(c);
     return 0;
 }
 

@@ -333,7 +333,10 @@ Test(cache_journal, what_a_committed_epoch_left_past_the_records_is_never_replay
     struct cache *c = open_store(&root, false);
     expect_content(c, root, NULL, "small.md", "small\n");
     struct cnode e;
-    cr_expect_neq(cache_lookup(c, root, "evil.md", &e), 0, "a committed epoch's bytes were replayed");
+    bool replayed = cache_lookup(c, root, "evil.md", &e) == 0;
+    cr_expect_not(replayed, "a committed epoch's bytes were replayed");
+    if (replayed)
+        cnode_clear(&e);
     struct cnode b;
     cr_assert_eq(cache_lookup(c, root, "big.md", &b), 0);
     char *buf = NULL;

@@ -2,8 +2,10 @@
  * without a mount: commits that take the write-ahead log past 1,000 pages
  * are checkpointed by the cache's own thread, not by the commit; under a
  * steady stream of commits the log stays bounded; the collector's
- * TRUNCATE checkpoint is never made busy by a pass under way; and a clean
- * close leaves no log behind (the thread's connection closes first). */
+ * TRUNCATE checkpoint is never made busy by a pass under way; when the
+ * log starts again its file is written over, not cut (so the next commits
+ * write into blocks the file already has); and a clean close leaves no
+ * log behind (the thread's connection closes first). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +108,29 @@ Test(cache_ckpt, the_log_stays_bounded_under_a_steady_stream)
     /* 4,000 pages and what commits add while a pass makes the hook's own
      * checkpoint busy. */
     cr_expect_leq(max_pages, 6000, "the log grew to %ld pages", max_pages);
+    cache_close(&c);
+}
+
+Test(cache_ckpt, the_log_is_written_over_when_it_starts_again)
+{
+    uint64_t root;
+    struct cache *c = open_store(&root);
+    uint64_t ino = new_file(c, root);
+    /* Over 10,000 pages with no pause: the log starts again from its
+     * beginning several times (it stays under 6,000 pages, above). */
+    long prev = 0, max_pages = 0;
+    for (int i = 0; i < 70; i++) {
+        long got = commits(c, ino, 10, 0);
+        long now = wal_pages();
+        cr_expect_geq(now, prev, "the log's file was cut from %ld pages to %ld", prev, now);
+        prev = now;
+        if (got > max_pages)
+            max_pages = got;
+    }
+    cr_expect_leq(max_pages, 6000, "the log grew to %ld pages", max_pages);
+    /* The collector still gives it all back. */
+    cr_expect_eq(cache_trim_log(c), 0);
+    cr_expect_eq(wal_pages(), 0, "the collector's truncate left %ld pages", wal_pages());
     cache_close(&c);
 }
 

@@ -290,9 +290,8 @@ static int create_tx(struct cache *c, void *arg)
         rc = get_child(c, a->parent, a->name, &old);
         rc = rc == 0 ? -EEXIST : rc == -ENOENT ? 0 : rc;
     }
-    char sha[SHA256_HEX_LEN + 1] = "";
+    const char *sha = a->is_dir ? "" : DB_EMPTY_SHA; /* a new file is empty */
     if (!rc && !a->is_dir) {
-        sha256_hex("", 0, sha);
         rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
         if (!rc) {
             sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);

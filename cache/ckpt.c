@@ -45,7 +45,7 @@
 /* The log's size at which the thread is woken (SQLite's default). */
 #define CKPT_PAGES 1000
 /* The log's size past which the committing connection checkpoints itself. */
-#define CKPT_INLINE (4 * CKPT_PAGES) /* 16 MiB of 4 KiB pages */
+#define CKPT_INLINE DB_WAL_BOUND_PAGES /* 16 MiB of 4 KiB pages */
 
 struct db_ckpt {
     sqlite3 *db;          /* the thread's own connection */

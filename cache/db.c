@@ -468,16 +468,18 @@ int cache_open(const char *dir, struct cache **out)
     /* The WAL is checkpointed every 1,000 pages (SQLite's default: more
      * often costs a sync each time), by a thread of its own (ckpt.c; by
      * the commit past 4,000), and written over from its beginning when it
-     * starts again: its limit (24 MiB) is above the 16 MiB past which a
-     * commit checkpoints it (ckpt.c), so SQLite does not cut the file
-     * there, and the next commits write into blocks it already has
+     * starts again: its limit is above the bound past which a commit
+     * checkpoints it (DB_WAL_BOUND_PAGES), so SQLite does not cut the
+     * file there, and the next commits write into blocks it already has
      * instead of allocating them again (an editor's save: its commit's
      * pwrite about 75 us -> 30 us).  The collector truncates it
      * (cache/gc.c). */
+    _Static_assert(DB_WAL_LIMIT_BYTES > DB_WAL_BOUND_PAGES * (4096 + 24) * 3 / 2,
+                   "the log's file limit must stay above its bound, frames of 4 KiB pages");
     if (!rc)
         rc = db_exec(c, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                         "PRAGMA foreign_keys=OFF;"
-                        "PRAGMA journal_size_limit=25165824;"
+                        "PRAGMA journal_size_limit=" DB_STR(DB_WAL_LIMIT_BYTES) ";"
                         "PRAGMA temp_store=MEMORY;");
     if (!rc)
         rc = db_exec(c, schema);

@@ -203,6 +203,15 @@ int db_collect(struct cache *c, sqlite3_stmt *st, size_t elem, void **out, size_
     " base_path, unlinked, refused_sha, unsaved, COALESCE(atime, mtime),"                        \
     " (CASE WHEN is_dir THEN (SELECT count(*) FROM nodes k WHERE k.parent = nodes.ino"          \
     "  AND k.is_dir = 1) ELSE 0 END), COALESCE(used, 0), (evicted IS sha)"
+/* The write-ahead log's bound: a commit that takes it past this many
+ * pages checkpoints it itself (cache/ckpt.c).  Its file's limit
+ * (journal_size_limit, cache/db.c) stays above the bound and what commits
+ * add while a pass makes that checkpoint wait, so SQLite never cuts the
+ * file when the log starts again. */
+#define DB_WAL_BOUND_PAGES 4000
+#define DB_WAL_LIMIT_BYTES 25165824 /* 24 MiB; a literal: it goes into SQL */
+#define DB_STR_(x) #x
+#define DB_STR(x) DB_STR_(x)
 /* The hash of "": the content of every new file.  Its blob (0 bytes) is
  * kept for good, so that making and writing files does not insert and
  * delete it again and again. */

@@ -294,7 +294,7 @@ static int create_tx(struct cache *c, void *arg)
     if (!rc && !a->is_dir) {
         rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
         if (!rc) {
-            sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(st, 1, sha, -1, SQLITE_STATIC);
             sqlite3_bind_zeroblob(st, 2, 0);
             rc = sqlite3_step(st);
             db_done(st);

@@ -141,13 +141,26 @@ w_save() { sed -n 201,400p "$W/list-$2" >"$W/save-$2"; fsecs save "$W/save-$2"; 
 w_read() { fsecs read "$W/list-$2"; }
 w_ls() { timed ls -lR "$1"; }
 w_cat() { local t0; t0=$(now); xargs -a "$W/list-$2" cat >/dev/null; secs "$t0" "$(now)"; }
+# Before each timed run of a warm workload (w_read, w_ls, w_cat), its
+# target is warmed again, untimed: a kernel may page out file pages nobody
+# touched for a while (this machine's DAMON reclaim, kdamond, takes page
+# cache unused for about a minute), and a tree read minutes earlier is
+# then partly cold again.  tmpfs's pages never are; a FUSE file's are
+# read again (a READ), after which the kernel also asks its attributes
+# again at the next stat (a READ marks the access time stale).  The stat
+# here asks that too, so the timed run finds pages and attributes cached.
+warm_files() { xargs -a "$W/list-$2" cat >/dev/null; xargs -a "$W/list-$2" stat >/dev/null; }
+warm_read() { warm_files "$@"; }
+warm_cat() { warm_files "$@"; }
+warm_ls() { ls -lR "$1" >/dev/null; }
 # The cost of one request (microseconds): getxattr of a security.* name,
 # which a mount answers at once without its cache; on tmpfs, the call.
 w_rt() { "$FSOPS" rt "$(head -1 "$W/list-$2")" 20000 | sed -n 's/^us_each=//p'; }
 
 # interleave NAME TAG...: ROUNDS rounds; each runs w_NAME once on every
-# target in turn, starting one target later than the round before; the
-# median of each target's runs into R_NAME[TAG].
+# target in turn, starting one target later than the round before (and
+# warm_NAME, when there is one, just before each run); the median of each
+# target's runs into R_NAME[TAG].
 declare -A DIR_OF
 interleave() {
   local name=$1 r i t; shift
@@ -156,6 +169,7 @@ interleave() {
   for ((r = 0; r < ROUNDS; r++)); do
     for i in "${!tags[@]}"; do
       t=${tags[$(( (i + r) % ${#tags[@]} ))]}
+      if declare -F "warm_$name" >/dev/null; then "warm_$name" "${DIR_OF[$t]}" "$t"; fi
       got[$t]+="$("w_$name" "${DIR_OF[$t]}" "$t") "
     done
   done

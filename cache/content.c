@@ -17,7 +17,8 @@
  *                     closed files (save_closed, cache/journal.c).
  *  cache_mark_saved   held -> saved (the last writer closed or fsynced):
  *                     cache/saved.c, which defers and groups the marks.
- *  cache_mark_dirty   clean -> dirty before buffered content lands.
+ *  cache_mark_dirty   clean -> dirty before buffered content lands; a file
+ *                     already dirty (or a directory) costs no transaction.
  *  cache_set_times    atime and/or mtime (utimensat, touch); ctime = now.
  * Read-only stores: -EROFS from every function here. */
 #include <errno.h>
@@ -246,11 +247,43 @@ int cache_set_times(struct cache *c, uint64_t ino, const int64_t *atime_ns,
     return db_unlock_rc(c, rc);
 }
 
+/* Whether marking ino would change nothing: a file of a writable store
+ * already dirty or refused, or a directory (the mark's UPDATE matches
+ * neither).  False when the row is missing or the store read-only, so that
+ * the transaction gives the error it always gave. */
+static bool mark_is_noop(struct cache *c, uint64_t ino)
+{
+    sqlite3_stmt *st;
+    if (db_cached(c, DB_ST_MARK_NOOP, "SELECT n.is_dir = 1 OR n.state != 0 FROM nodes n"
+                                      " JOIN stores s ON s.id = n.store"
+                                      " WHERE n.ino = ? AND s.read_only = 0", &st))
+        return false;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+    bool noop = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
+    db_done(st);
+    return noop;
+}
+
 int cache_mark_dirty(struct cache *c, uint64_t ino)
 {
     /* Lazy: the mark keeps a listing applied meanwhile (on this connection,
      * which sees it at once) off the file; the content it announces is in
-     * memory until the FLUSH, whose commit carries the mark. */
+     * memory until the FLUSH, whose commit carries the mark.  A file
+     * already dirty (rewritten again before a sync) costs no transaction:
+     * checked and left under the one lock, so no sync can clean it in
+     * between. */
     struct mark_args a = {ino};
-    return db_in_tx_lazy(c, mark_dirty_tx, &a);
+    db_lock(c);
+    int rc = 0;
+    if (!mark_is_noop(c, ino)) {
+        rc = db_begin(c);
+        if (!rc)
+            rc = mark_dirty_tx(c, &a);
+        if (!rc)
+            rc = db_commit_lazy(c);
+        if (rc)
+            db_rollback(c);
+    }
+    db_unlock(c);
+    return rc;
 }

@@ -190,3 +190,44 @@ Test(cache_lazy, a_crash_loses_no_flushed_content)
     cnode_clear(&n);
     cache_close(&k);
 }
+
+/* Whether another connection can take the write lock at once (busy_timeout
+ * 0): false while this cache holds a transaction open. */
+static bool writer_free(void)
+{
+    char db[128];
+    snprintf(db, sizeof(db), "%s/cache.db", dir);
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    int rc = sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(h);
+    return rc == SQLITE_OK;
+}
+
+/* A file rewritten again before a sync is dirty already: the open's and the
+ * first write's dirty mark then change nothing, and open no transaction
+ * (which would hold the write lock until the lazy commit). */
+Test(cache_lazy, marking_a_dirty_file_again_opens_no_transaction)
+{
+    struct cnode f, d;
+    cr_assert_eq(cache_create(C, root, "again.md", false, 1, &f), 0);
+    cr_assert_eq(cache_set_content(C, f.ino, "one", 3, 2, NULL), 0);
+    cr_assert_eq(cache_create(C, root, "dir", true, 3, &d), 0);
+    cr_assert(writer_free(), "a committed write left a transaction open");
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(cache_mark_dirty(C, f.ino), 0);
+        cr_expect(writer_free(), "marking a dirty file opened a transaction");
+        cr_assert_eq(cache_mark_dirty(C, d.ino), 0);
+        cr_expect(writer_free(), "marking a directory opened a transaction");
+    }
+    struct cnode n;
+    cr_assert_eq(cache_lookup(C, root, "again.md", &n), 0);
+    cr_expect_eq(n.state, CNODE_DIRTY);
+    cnode_clear(&n);
+    /* A node that is not there still says so. */
+    cr_expect_eq(cache_mark_dirty(C, 999999), -ENOENT);
+    cnode_clear(&f);
+    cnode_clear(&d);
+}

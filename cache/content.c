@@ -274,16 +274,7 @@ int cache_mark_dirty(struct cache *c, uint64_t ino)
      * between. */
     struct mark_args a = {ino};
     db_lock(c);
-    int rc = 0;
-    if (!mark_is_noop(c, ino)) {
-        rc = db_begin(c);
-        if (!rc)
-            rc = mark_dirty_tx(c, &a);
-        if (!rc)
-            rc = db_commit_lazy(c);
-        if (rc)
-            db_rollback(c);
-    }
+    int rc = mark_is_noop(c, ino) ? 0 : db_tx_held(c, mark_dirty_tx, &a, true);
     db_unlock(c);
     return rc;
 }

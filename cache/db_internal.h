@@ -177,11 +177,13 @@ int db_tombstone(struct cache *c, const char *store_id, const char *memory_id, c
  * a node (its id in store_out, CACHE_ID_MAX bytes, may be NULL; its root)
  * and -EROFS for a read-only one; body(c, arg) run in one transaction
  * (db_in_tx takes the lock itself; db_in_tx_lazy ends it with
- * db_commit_lazy). */
+ * db_commit_lazy; db_tx_held runs it under the lock the caller holds,
+ * ended either way). */
 int db_get_node(struct cache *c, uint64_t ino, struct cnode *out);
 int db_writable_store(struct cache *c, uint64_t ino, char *store_out, uint64_t *root);
 int db_in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg);
 int db_in_tx_lazy(struct cache *c, int (*body)(struct cache *, void *), void *arg);
+int db_tx_held(struct cache *c, int (*body)(struct cache *, void *), void *arg, bool lazy);
 /* Writes the saved marks cache_mark_saved deferred (cache/saved.c).  The
  * caller holds c->lock; inside a transaction or not.  db_begin calls it,
  * so every write transaction starts with them. */

@@ -240,9 +240,8 @@ static bool has_children(struct cache *c, uint64_t dir)
     return any;
 }
 
-static int in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg, bool lazy)
+int db_tx_held(struct cache *c, int (*body)(struct cache *, void *), void *arg, bool lazy)
 {
-    db_lock(c);
     int rc = db_begin(c);
     if (!rc)
         rc = body(c, arg);
@@ -250,6 +249,13 @@ static int in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg
         rc = lazy ? db_commit_lazy(c) : db_commit(c);
     if (rc)
         db_rollback(c);
+    return rc;
+}
+
+static int in_tx(struct cache *c, int (*body)(struct cache *, void *), void *arg, bool lazy)
+{
+    db_lock(c);
+    int rc = db_tx_held(c, body, arg, lazy);
     db_unlock(c);
     return rc;
 }

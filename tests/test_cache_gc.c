@@ -382,3 +382,90 @@ Test(cache_gc, directories_get_times_and_subdirectory_counts)
     cr_expect_gt(n.mtime_ns, old, "a remote arrival left its directory's mtime");
     cnode_clear(&n);
 }
+
+/* How many OpenEphemeral (a temporary table SQLite builds while the
+ * statement runs) the program of sql, triggers included, has. */
+static int ephemeral_tables(sqlite3 *s, const char *sql)
+{
+    char explain[256];
+    snprintf(explain, sizeof(explain), "EXPLAIN %s", sql);
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(s, explain, -1, &st, NULL), SQLITE_OK, "%s",
+                 sqlite3_errmsg(s));
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW)
+        n += strcmp((const char *)sqlite3_column_text(st, 1), "OpenEphemeral") == 0;
+    sqlite3_finalize(st);
+    return n;
+}
+
+static int triggers_named(sqlite3 *s, const char *name)
+{
+    sqlite3_stmt *st;
+    cr_assert_eq(sqlite3_prepare_v2(s, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"
+                                       " AND name = ?", -1, &st, NULL), SQLITE_OK);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    int n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+/* The condition under which those triggers freed a blob. */
+#define OLD_UNNEEDED                                                                               \
+    "blobs.sha != 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'"            \
+    " AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.sha = blobs.sha)"                             \
+    " AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.base_sha = blobs.sha)"                        \
+    " AND NOT EXISTS (SELECT 1 FROM conflicts k WHERE k.local_sha = blobs.sha)"                   \
+    " AND NOT EXISTS (SELECT 1 FROM sent x WHERE x.sha = blobs.sha)"
+
+Test(cache_gc, freeing_a_nodes_content_builds_no_temporary_table)
+{
+    uint64_t a = child(root, "a.md");
+    cache_close(&C);
+    /* What an older build left: the triggers that freed both hashes of a
+     * node with "sha IN (OLD.sha, OLD.base_sha)". */
+    char db[128];
+    snprintf(db, sizeof(db), "%s/cache.db", tmp);
+    sqlite3 *s;
+    cr_assert_eq(sqlite3_open(db, &s), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(s,
+                              "DROP TRIGGER IF EXISTS blobs_free_node_change;"
+                              "DROP TRIGGER IF EXISTS blobs_free_node_gone;"
+                              "DROP TRIGGER IF EXISTS blobs_free_node_update;"
+                              "DROP TRIGGER IF EXISTS blobs_free_node_delete;"
+                              "CREATE TRIGGER blobs_free_node_update AFTER UPDATE OF sha, base_sha"
+                              " ON nodes WHEN OLD.sha IS NOT NEW.sha OR OLD.base_sha IS NOT"
+                              " NEW.base_sha BEGIN DELETE FROM blobs WHERE sha IN (OLD.sha,"
+                              " OLD.base_sha) AND " OLD_UNNEEDED "; END;"
+                              "CREATE TRIGGER blobs_free_node_delete AFTER DELETE ON nodes BEGIN"
+                              " DELETE FROM blobs WHERE sha IN (OLD.sha, OLD.base_sha) AND "
+                              OLD_UNNEEDED "; END;",
+                              NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(s));
+    cr_assert_gt(ephemeral_tables(s, "UPDATE nodes SET sha = 'x' WHERE ino = 3"), 0,
+                 "the old trigger was expected to build a temporary table");
+    sqlite3_close(s);
+
+    cr_assert_eq(cache_open(tmp, &C), 0);
+    cr_assert_eq(sqlite3_open(db, &s), SQLITE_OK);
+    cr_expect_eq(triggers_named(s, "blobs_free_node_update"), 0, "the old update trigger stayed");
+    cr_expect_eq(triggers_named(s, "blobs_free_node_delete"), 0, "the old delete trigger stayed");
+    cr_expect_eq(ephemeral_tables(s, "UPDATE nodes SET sha = 'x', base_sha = 'y' WHERE ino = 3"),
+                 0, "a content or baseline replaced builds a temporary table");
+    cr_expect_eq(ephemeral_tables(s, "DELETE FROM nodes WHERE ino = 3"), 0,
+                 "a node deleted builds a temporary table");
+    sqlite3_close(s);
+
+    /* What the triggers free, after the open replaced them: a synced
+     * file's content stays while its baseline names it; rewritten twice,
+     * the first rewrite is freed and the baseline kept. */
+    set(a, "first rewrite");
+    cr_expect(has("aaa"), "the baseline's content was freed");
+    set(a, "second rewrite");
+    cr_expect_not(has("first rewrite"), "a replaced content was kept");
+    cr_expect(has("aaa") && has("second rewrite"));
+    /* an unlinked file's node goes at the next attach, with both hashes */
+    cr_assert_eq(cache_unlink(C, root, "a.md", false, NULL), 0);
+    cr_assert_eq(cache_store_attach(C, ST, false, &root), 0);
+    cr_expect_not(has("second rewrite"), "a deleted node's content was kept");
+}

@@ -317,6 +317,23 @@ int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t 
  * then.  Other connections to the database see it at that commit. */
 int cache_save_closed(struct cache *c, uint64_t ino, const char *buf, size_t len,
                       int64_t mtime_ns, const char *expect_sha, char sha_out[SHA256_HEX_LEN + 1]);
+/* A call made once a close's content is durable (cache_save_closed_then). */
+struct cache_then {
+    void (*fn)(void *arg);
+    void *arg;
+};
+/* cache_save_closed, with then->fn(then->arg) called (once, under the
+ * cache's lock, from the calling thread) the moment the close's journal
+ * record is written: the content survives kill -9 from then on, and the
+ * caller may answer the close while the bytes are stored and the checks'
+ * outcome applied.  Not called when the save commits at once instead (the
+ * journal is stuck, full or unusable, or nothing would commit later) or
+ * fails before the record.  Once called, the result is 0 or -ESTALE: a
+ * failure after the record abandons the transaction and leaves the record
+ * to be applied again (cache/journal.c), the save is not undone. */
+int cache_save_closed_then(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                           int64_t mtime_ns, const char *expect_sha, const struct cache_then *then,
+                           char sha_out[SHA256_HEX_LEN + 1]);
 /* The last writer of a file closed it (or fsynced it): content saved as
  * CACHE_HELD becomes CACHE_SAVED. */
 int cache_mark_saved(struct cache *c, uint64_t ino);

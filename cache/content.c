@@ -14,7 +14,9 @@
  *                     store's version), the bytes become a conflict record.
  *  cache_save_closed  the same, held, for the close of a descriptor: no
  *                     commit of its own but a record in the journal of
- *                     closed files (save_closed, cache/journal.c).
+ *                     closed files (save_closed, cache/journal.c);
+ *                     _then says when that record is written, before the
+ *                     bytes are stored, so the close can be answered then.
  *  cache_mark_saved   held -> saved (the last writer closed or fsynced):
  *                     cache/saved.c, which defers and groups the marks.
  *  cache_mark_dirty   clean -> dirty before buffered content lands; a file
@@ -46,7 +48,9 @@ struct content_args {
     const char *expect; /* the hash the bytes were edited from, or NULL */
     bool held;          /* a writer still has the file open */
     bool kept;          /* out: the node had moved; kept as a conflict */
-    bool where;         /* fill store and path (a journal record's) */
+    bool where;         /* fill path (a journal record's) */
+    bool moved;         /* out: the node's content is no longer expect */
+    const struct cache_then *then; /* told once the close is durable */
     char store[CACHE_ID_MAX];
     char *path;         /* malloc'd */
 };
@@ -72,41 +76,44 @@ static int keep_as_conflict(struct cache *c, const char *store, const struct cno
     return step_done(c, st, "keep conflict");
 }
 
-static int content_tx(struct cache *c, void *arg)
+/* What a save checks before it changes anything: the store writable, the
+ * node a file, whether it moved under the bytes (a->kept's answer to come),
+ * and with a->where the store and path a journal record names.  The node
+ * in *n (the caller clears it). */
+static int content_check(struct cache *c, struct content_args *a, struct cnode *n)
 {
-    struct content_args *a = arg;
-    struct cnode n = {0};
     char store[CACHE_ID_MAX] = "";
     int rc = db_writable_store(c, a->ino, store, NULL);
     if (!rc)
-        rc = db_get_node(c, a->ino, &n);
-    if (!rc && n.is_dir)
+        rc = db_get_node(c, a->ino, n);
+    if (!rc && n->is_dir)
         rc = -EISDIR;
-    bool moved = !rc && a->expect && strcmp(n.sha, a->expect) != 0;
-    if (!rc && a->where) {
-        memcpy(a->store, store, sizeof(store));
-        if (!a->path && !(a->path = strdup(n.path)))
-            rc = -ENOMEM;
-    }
-    sqlite3_stmt *st;
+    a->moved = !rc && a->expect && strcmp(n->sha, a->expect) != 0;
     if (!rc)
-        rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
-    if (rc) {
-        cnode_clear(&n);
+        memcpy(a->store, store, sizeof(store));
+    if (!rc && a->where && !a->path && !(a->path = strdup(n->path)))
+        rc = -ENOMEM;
+    return rc;
+}
+
+/* The save itself, after content_check: the bytes stored, then either the
+ * node's content replaced or, when it moved, a conflict record kept. */
+static int content_apply(struct cache *c, struct content_args *a, const struct cnode *n)
+{
+    sqlite3_stmt *st;
+    int rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
+    if (rc)
         return rc;
-    }
     sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
     sqlite3_bind_blob(st, 2, a->len ? a->buf : "", (int)a->len, SQLITE_STATIC);
     rc = sqlite3_step(st);
     db_done(st);
     rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "put content");
-    if (!rc && moved) {
-        rc = keep_as_conflict(c, store, &n, a->sha, CACHE_CONFLICT_STORE_WON);
+    if (!rc && a->moved) {
+        rc = keep_as_conflict(c, a->store, n, a->sha, CACHE_CONFLICT_STORE_WON);
         a->kept = !rc;
-        cnode_clear(&n);
         return rc; /* committed: the record stays, the node is left alone */
     }
-    cnode_clear(&n);
     if (rc)
         return rc;
     rc = db_cached(c, DB_ST_SET_CONTENT,
@@ -126,6 +133,17 @@ static int content_tx(struct cache *c, void *arg)
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "set content");
 }
 
+static int content_tx(struct cache *c, void *arg)
+{
+    struct content_args *a = arg;
+    struct cnode n = {0};
+    int rc = content_check(c, a, &n);
+    if (!rc)
+        rc = content_apply(c, a, &n);
+    cnode_clear(&n);
+    return rc;
+}
+
 int db_content_put(struct cache *c, uint64_t ino, const char *buf, size_t len, int64_t mtime_ns,
                    const char *sha, const char *expect, bool held, bool *kept)
 {
@@ -139,30 +157,50 @@ int db_content_put(struct cache *c, uint64_t ino, const char *buf, size_t len, i
 /* A close's content (held: a writer may still have the file open): saved
  * into the lazy transaction, made durable by a journal record before the
  * call returns (cache/journal.c); committed at once when the journal
- * cannot take it or nothing would commit it later (no saver). */
+ * cannot take it or nothing would commit it later (no saver).
+ *
+ * The record is written as soon as the checks have passed, before the
+ * bytes are stored: from then on the close is durable (a->then is told,
+ * and the FLUSH answered, while the statements run).  A failure after the
+ * record cannot leave this part out of a transaction that commits (the
+ * epoch it writes would mark the record applied without its content): the
+ * whole transaction is abandoned, and the journal, stuck, applies its
+ * records again before any other change; the close stays saved. */
 static int save_closed(struct cache *c, struct content_args *a)
 {
     db_lock(c);
-    bool journal = db_journal_ready(c, a->len), first = false;
+    bool journal = db_journal_ready(c, a->len), first = false, recorded = false;
     a->where = journal;
+    struct cnode n = {0};
     int rc = db_begin(c);
     if (!rc)
-        rc = content_tx(c, a);
+        rc = content_check(c, a, &n);
     if (!rc && journal)
         rc = db_journal_begin(c, &first);
+    if (!rc && journal && db_lazy_possible(c)) {
+        struct db_jrec r = {a->ino, a->store, a->path, a->sha, a->expect, a->mtime, a->held,
+                            a->buf, a->len};
+        recorded = db_journal_add(c, &r) == 0;
+        if (recorded && a->then)
+            a->then->fn(a->then->arg);
+    }
+    if (!rc)
+        rc = content_apply(c, a, &n);
     if (!rc)
         rc = journal ? db_commit_lazy(c) : db_commit(c);
-    if (rc) {
+    if (!rc && journal && c->lazy && !recorded)
+        rc = db_settle(c); /* no record (the journal refused it): durable by a commit */
+    if (rc && recorded) {
+        db_abandon(c);
+        a->kept = a->moved; /* what the record's replay will do */
+        rc = 0;
+    } else if (rc) {
         if (journal)
             db_journal_unbegin(c, first);
         db_rollback(c);
-    } else if (journal && c->lazy) {
-        struct db_jrec r = {a->ino, a->store, a->path, a->sha, a->expect, a->mtime, a->held,
-                            a->buf, a->len};
-        if (db_journal_add(c, &r) != 0)
-            rc = db_settle(c); /* durable the other way: a commit */
     }
     db_unlock(c);
+    cnode_clear(&n);
     free(a->path);
     return rc;
 }
@@ -175,14 +213,14 @@ int cache_set_content(struct cache *c, uint64_t ino, const char *buf, size_t len
 
 static int set_content(struct cache *c, uint64_t ino, const char *buf, size_t len,
                        int64_t mtime_ns, const char *expect_sha, bool held, bool closed,
-                       char sha_out[SHA256_HEX_LEN + 1])
+                       const struct cache_then *then, char sha_out[SHA256_HEX_LEN + 1])
 {
     if (len > MEM_CONTENT_MAX_BYTES)
         return -EFBIG;
     char sha[SHA256_HEX_LEN + 1];
     sha256_hex(buf, len, sha); /* outside the lock: hashing needs no database */
     struct content_args a = {.ino = ino, .buf = buf, .len = len, .mtime = mtime_ns, .sha = sha,
-                             .expect = expect_sha, .held = held};
+                             .expect = expect_sha, .held = held, .then = then};
     int rc = closed ? save_closed(c, &a) : db_in_tx(c, content_tx, &a);
     if (!rc && a.kept)
         return -ESTALE;
@@ -195,13 +233,20 @@ int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t 
                          int64_t mtime_ns, const char *expect_sha, bool held,
                          char sha_out[SHA256_HEX_LEN + 1])
 {
-    return set_content(c, ino, buf, len, mtime_ns, expect_sha, held, false, sha_out);
+    return set_content(c, ino, buf, len, mtime_ns, expect_sha, held, false, NULL, sha_out);
 }
 
 int cache_save_closed(struct cache *c, uint64_t ino, const char *buf, size_t len,
                       int64_t mtime_ns, const char *expect_sha, char sha_out[SHA256_HEX_LEN + 1])
 {
-    return set_content(c, ino, buf, len, mtime_ns, expect_sha, true, true, sha_out);
+    return set_content(c, ino, buf, len, mtime_ns, expect_sha, true, true, NULL, sha_out);
+}
+
+int cache_save_closed_then(struct cache *c, uint64_t ino, const char *buf, size_t len,
+                           int64_t mtime_ns, const char *expect_sha, const struct cache_then *then,
+                           char sha_out[SHA256_HEX_LEN + 1])
+{
+    return set_content(c, ino, buf, len, mtime_ns, expect_sha, true, true, then, sha_out);
 }
 
 struct mark_args {

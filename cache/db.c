@@ -338,6 +338,14 @@ void db_rollback(struct cache *c)
     db_journal_ended(c, false);
 }
 
+void db_abandon(struct cache *c)
+{
+    c->lazy = false;
+    if (!sqlite3_get_autocommit(c->db))
+        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+    db_journal_ended(c, false);
+}
+
 int db_settle(struct cache *c)
 {
     if (!c->lazy)

@@ -113,6 +113,17 @@ void db_rollback(struct cache *c);
 int db_commit_lazy(struct cache *c);
 /* Commits the lazy transaction, if one is open.  Caller holds c->lock. */
 int db_settle(struct cache *c);
+/* Whether db_commit_lazy, called now, would leave the work to a later
+ * commit (a lazy transaction is open, or the saver runs or can start)
+ * rather than commit it at once.  Caller holds c->lock, and keeps it until
+ * that db_commit_lazy. */
+bool db_lazy_possible(struct cache *c);
+/* Rolls the whole transaction back, the lazy work before this part
+ * included, and leaves the journal stuck (its records applied again before
+ * any other change): for a part that failed after its close's journal
+ * record was written, which no commit may then carry without the content
+ * (content.c, save_closed). */
+void db_abandon(struct cache *c);
 
 static inline void db_lock(struct cache *c)
 {
@@ -245,8 +256,9 @@ int db_reclaim(struct cache *c);
  * journal exists or could be made, is not stuck, has room);
  * db_journal_begin, inside the part that saves the content: the open
  * transaction records the journal's epoch (*first: this call did; undone
- * by db_journal_unbegin when the part fails); db_journal_add appends the
- * record after db_commit_lazy; db_journal_ended: the outermost transaction
+ * by db_journal_unbegin when the part fails before its record);
+ * db_journal_add appends the record, once the part's checks have passed
+ * and before its content is stored; db_journal_ended: the outermost transaction
  * committed (the journal is emptied) or was rolled back (stuck);
  * db_journal_retry applies a stuck journal's records again; and
  * db_journal_close removes a journal whose records are all committed. */

@@ -220,6 +220,11 @@ int cache_mark_saved(struct cache *c, uint64_t ino)
     return rc;
 }
 
+bool db_lazy_possible(struct cache *c)
+{
+    return c->lazy || (!c->saver_stop && saver_start(c));
+}
+
 int db_commit_lazy(struct cache *c)
 {
     if (c->lazy) {

@@ -235,7 +235,8 @@ bool ofile_writer_release(struct ofile *f)
     return last;
 }
 
-int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why)
+int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
+                const struct cache_then *then)
 {
     pthread_mutex_lock(&f->lock);
     int rc = 0;
@@ -246,8 +247,8 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why)
          * (a sync pulled the store's version), the store wins and they are
          * kept as a conflict record. */
         const char *from = f->loaded && f->sha[0] ? f->sha : NULL;
-        rc = held ? cache_save_closed(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns,
-                                      from, sha)
+        rc = held ? cache_save_closed_then(c, f->row, f->buf ? f->buf : "", f->len,
+                                           f->mtime_ns, from, then, sha)
                   : cache_set_content_if(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns,
                                          from, false, sha);
         if (!rc) {

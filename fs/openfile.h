@@ -11,6 +11,7 @@
 #include "sha256.h"
 
 struct cache;
+struct cache_then;
 
 struct ofile {
     uint64_t row;              /* cache inode; set at creation, then read-only */
@@ -70,8 +71,11 @@ enum ofile_flush_why {
 };
 /* Writes a dirty buffer to the cache (blob, sha, size, mtime, state); the
  * data is durable when this returns 0.  Whether a sync may push it follows
- * why (enum cache_saved). */
-int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why);
+ * why (enum cache_saved).  For OFILE_CLOSE, then (or NULL) is told as soon
+ * as the content is durable, before the cache's work ends
+ * (cache_save_closed_then): the result is then 0. */
+int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
+                const struct cache_then *then);
 /* A handle that may write opens / is released; the release says whether
  * it was the last one (then ofile_flush(..., OFILE_LAST)). */
 void ofile_writer_open(struct ofile *f);

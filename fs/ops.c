@@ -500,7 +500,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     if (f) {
         bool writer = (fi->flags & O_ACCMODE) != O_RDONLY;
         bool last = writer && ofile_writer_release(f);
-        int rc = ofile_flush(f, s->cache, last ? OFILE_LAST : OFILE_CLOSE);
+        int rc = ofile_flush(f, s->cache, last ? OFILE_LAST : OFILE_CLOSE, NULL);
         if (rc)
             log_error("failed to save a closed file to the cache", "memory_store_id", s->id,
                       "error", strerror(-rc));

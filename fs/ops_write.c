@@ -86,7 +86,7 @@ static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, uint64
     if (!rc && first)
         rc = cache_mark_dirty(s->cache, row);
     if (!rc && !open_f)
-        rc = ofile_flush(f, s->cache, OFILE_SYNC);
+        rc = ofile_flush(f, s->cache, OFILE_SYNC, NULL);
     if (!open_f)
         ofile_put(f);
     return rc;
@@ -301,15 +301,33 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
         fuse_reply_write(req, size);
 }
 
+/* A close answered the moment its content is durable (its journal
+ * record written), while the cache stores it: the caller's wake-up and
+ * its next request overlap that work instead of waiting for it. */
+struct early {
+    fuse_req_t req;
+    bool sent;
+};
+
+static void answer_early(void *arg)
+{
+    struct early *e = arg;
+    fuse_reply_err(e->req, 0);
+    e->sent = true;
+}
+
 static void flush_reply(fuse_req_t req, struct fuse_file_info *fi, enum ofile_flush_why why)
 {
     struct fs_store *s = ops_store(req);
     struct ofile *f = ops_ofile(fi);
-    int rc = f ? ofile_flush(f, s->cache, why) : 0;
+    struct early e = {req, false};
+    struct cache_then then = {answer_early, &e};
+    int rc = f ? ofile_flush(f, s->cache, why, why == OFILE_CLOSE ? &then : NULL) : 0;
     if (rc)
         log_error("failed to save a file to the cache", "memory_store_id", s->id, "error",
                   strerror(-rc));
-    fuse_reply_err(req, -rc);
+    if (!e.sent)
+        fuse_reply_err(req, -rc);
 }
 
 void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -498,3 +498,110 @@ Test(cache_journal, a_write_whose_commit_fails_reports_the_failure)
     expect_content(c, root, NULL, "a.md", "a\n"); /* the close came back */
     cache_close(&c);
 }
+
+/* cache_save_closed_then: the close is told it is durable once its
+ * record is written, before its content is stored.  A process that dies
+ * inside that call (the FUSE answer just sent) loses nothing. */
+static void die_when_told(void *arg)
+{
+    (void)arg;
+    _exit(0);
+}
+
+static void close_and_die_when_told(struct cache *k, uint64_t r)
+{
+    struct cnode f, old;
+    char old_sha[SHA256_HEX_LEN + 1];
+    if (cache_create(k, r, "old.md", false, 1, &old) ||
+        cache_set_content(k, old.ino, "old", 3, 2, old_sha))
+        _exit(4);
+    if (cache_create_open(k, r, "told.md", 1, &f))
+        _exit(3);
+    /* an earlier close of the same lazy transaction, and this one */
+    if (cache_save_closed(k, old.ino, "old, edited\n", 12, 3, old_sha, NULL))
+        _exit(5);
+    struct cache_then then = {die_when_told, NULL};
+    cache_save_closed_then(k, f.ino, "told\n", 5, 4, f.sha, &then, NULL);
+    _exit(6); /* not told */
+}
+
+Test(cache_journal, a_close_told_durable_survives_a_crash_at_once)
+{
+    crash_after(close_and_die_when_told);
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    expect_content(c, root, NULL, "told.md", "told\n");
+    expect_content(c, root, NULL, "old.md", "old, edited\n");
+    cr_expect_eq(n_conflicts(c), 0);
+    cache_close(&c);
+}
+
+static int told;
+
+static void count_told(void *arg)
+{
+    (void)arg;
+    told++;
+}
+
+/* The blobs' insert of one content fails (a temporary trigger of the
+ * cache's own connection): the failure comes after the close's record. */
+static void fail_puts_of(struct cache *c, const char *data)
+{
+    char sql[256];
+    snprintf(sql, sizeof(sql), "CREATE TEMP TRIGGER put_fails BEFORE INSERT ON blobs"
+                               " WHEN NEW.data = CAST('%s' AS BLOB)"
+                               " BEGIN SELECT RAISE(ABORT, 'injected'); END", data);
+    cr_assert_eq(sqlite3_exec(c->db, sql, NULL, NULL, NULL), SQLITE_OK, "%s",
+                 sqlite3_errmsg(c->db));
+}
+
+Test(cache_journal, a_failure_after_the_record_leaves_the_close_saved)
+{
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    fail_puts_of(c, "late\n"); /* outside the transaction: it outlives its rollback */
+    struct cnode f;
+    cr_assert_eq(cache_create_open(c, root, "late.md", 1, &f), 0);
+    told = 0;
+    struct cache_then then = {count_told, NULL};
+    char sha[SHA256_HEX_LEN + 1] = "";
+    int rc = cache_save_closed_then(c, f.ino, "late\n", 5, 2, f.sha, &then, sha);
+    cr_expect_eq(told, 1, "told %d times", told);
+    cr_expect_eq(rc, 0, "a close told durable failed afterwards: %d", rc);
+    cr_expect_str_neq(sha, "", "no hash for a saved close");
+    /* The transaction was abandoned: the lazy create went with it, and
+     * the journal holds the close until it can be applied. */
+    cr_expect_neq(cache_getattr(c, f.ino, &(struct cnode){0}), 0,
+                  "the failed part was committed after all");
+    cr_expect_eq(journals(NULL, 0), 1);
+    cr_assert_eq(sqlite3_exec(c->db, "DROP TRIGGER temp.put_fails", NULL, NULL, NULL), SQLITE_OK,
+                 "%s", sqlite3_errmsg(c->db));
+    struct cnode d;
+    cr_assert_eq(cache_create(c, root, "next", true, 3, &d), 0, "the next change failed");
+    cnode_clear(&d);
+    expect_content(c, root, NULL, "late.md", "late\n");
+    cr_expect_eq(n_conflicts(c), 0);
+    cnode_clear(&f);
+    cache_close(&c);
+    c = open_store(&root, false);
+    expect_content(c, root, NULL, "late.md", "late\n");
+    cache_close(&c);
+}
+
+/* A failure before the record (the file is gone) is the close's error,
+ * and nobody is told. */
+Test(cache_journal, a_failure_before_the_record_is_the_closes_error)
+{
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    struct cnode d;
+    cr_assert_eq(cache_create(c, root, "dir", true, 1, &d), 0);
+    told = 0;
+    struct cache_then then = {count_told, NULL};
+    cr_expect_eq(cache_save_closed_then(c, d.ino, "x\n", 2, 2, NULL, &then, NULL), -EISDIR);
+    cr_expect_eq(cache_save_closed_then(c, 999999, "x\n", 2, 2, NULL, &then, NULL), -ENOENT);
+    cr_expect_eq(told, 0, "told of a close that failed");
+    cnode_clear(&d);
+    cache_close(&c);
+}

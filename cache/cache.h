@@ -64,6 +64,16 @@ enum cache_saved { CACHE_SAVED = 0, CACHE_NEW = 1, CACHE_HELD = 2 };
 
 void cnode_clear(struct cnode *n);
 
+/* A call the cache makes from inside an operation, under its lock and from
+ * the calling thread, the moment the operation's outcome is settled and
+ * before the rest of its work (cache_create_open_then,
+ * cache_save_closed_then): the caller answers the kernel then, and the
+ * caller's wake-up overlaps that work.  fn must not call the cache. */
+struct cache_then {
+    void (*fn)(void *arg);
+    void *arg;
+};
+
 /* Opens (creating as needed, mode 0700) DIR/cache.db.  *out is freed with
  * cache_close, which accepts NULL and NULLs the pointer. */
 int cache_open(const char *dir, struct cache **out);
@@ -279,6 +289,14 @@ int cache_create(struct cache *c, uint64_t parent, const char *name, bool is_dir
  * reaches the store. */
 int cache_create_open(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
                       struct cnode *out);
+/* cache_create_open, with then->fn(then->arg) called once the checks have
+ * passed (the store writable, the parent a live directory, the name valid
+ * and free) and *out holds the new node, its ino chosen, before the node's
+ * row is written.  A failure after the call (the database's, never the
+ * caller's input) leaves no node: the file's first save then fails with
+ * -ENOENT.  Not called when a check fails. */
+int cache_create_open_then(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
+                           struct cnode *out, const struct cache_then *then);
 
 /* Removes parent/name: a file (-EISDIR for a directory) or, with is_dir,
  * an empty directory (-ENOTDIR, -ENOTEMPTY).  A file that was synced
@@ -317,11 +335,6 @@ int cache_set_content_if(struct cache *c, uint64_t ino, const char *buf, size_t 
  * then.  Other connections to the database see it at that commit. */
 int cache_save_closed(struct cache *c, uint64_t ino, const char *buf, size_t len,
                       int64_t mtime_ns, const char *expect_sha, char sha_out[SHA256_HEX_LEN + 1]);
-/* A call made once a close's content is durable (cache_save_closed_then). */
-struct cache_then {
-    void (*fn)(void *arg);
-    void *arg;
-};
 /* cache_save_closed, with then->fn(then->arg) called (once, under the
  * cache's lock, from the calling thread) the moment the close's journal
  * record is written: the content survives kill -9 from then on, and the

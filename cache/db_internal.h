@@ -25,6 +25,7 @@ enum db_slot {
     DB_ST_COMMIT,        /* COMMIT */
     DB_ST_MARK_SAVED,    /* content.c: held -> saved */
     DB_ST_MARK_NOOP,     /* content.c: whether a dirty mark changes nothing */
+    DB_ST_NEXT_INO,      /* write.c: the ino the next node gets */
     DB_ST_SAVEPOINT,     /* a part joining the open lazy transaction */
     DB_ST_RELEASE,       /* its end */
     DB_ST_N

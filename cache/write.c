@@ -277,13 +277,53 @@ struct create_args {
     bool unsaved; /* an open's file: not pushed before it is saved */
     int64_t now;
     struct cnode *out;
+    const struct cache_then *then; /* an open's file: told before the row */
 };
+
+/* The ino the next node gets: AUTOINCREMENT's sequence plus one.  Inside
+ * the write transaction, whose lock no other connection can take before
+ * the INSERT that uses it. */
+static int next_ino(struct cache *c, uint64_t *ino)
+{
+    sqlite3_stmt *st;
+    int rc = db_cached(c, DB_ST_NEXT_INO, "SELECT seq FROM sqlite_sequence WHERE name = 'nodes'",
+                       &st);
+    if (rc)
+        return rc;
+    rc = sqlite3_step(st);
+    *ino = rc == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(st, 0) + 1 : 0;
+    db_done(st);
+    return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -EIO : db_fail(c, rc, "next ino");
+}
+
+/* The node an open's new file is, as db_get_node reads it once its row is
+ * written (tests/test_cache_lazy.c compares the two). */
+static int new_file_node(const struct create_args *a, uint64_t ino, const char *path,
+                         struct cnode *n)
+{
+    memset(n, 0, sizeof(*n));
+    n->ino = ino;
+    n->parent = a->parent;
+    n->name = strdup(a->name);
+    n->path = strdup(path);
+    n->base_path = strdup("");
+    if (!n->name || !n->path || !n->base_path) {
+        cnode_clear(n);
+        return -ENOMEM;
+    }
+    n->mtime_ns = n->ctime_ns = n->atime_ns = a->now;
+    memcpy(n->sha, DB_EMPTY_SHA, sizeof(n->sha));
+    n->state = CNODE_DIRTY;
+    n->has_content = true; /* the empty blob is kept for good */
+    n->unsaved = a->unsaved ? CACHE_NEW : CACHE_SAVED;
+    return 0;
+}
 
 static int create_tx(struct cache *c, void *arg)
 {
     struct create_args *a = arg;
     char store[CACHE_ID_MAX];
-    uint64_t root;
+    uint64_t root, ino = 0;
     struct cnode dir = {0}, old = {0};
     char *path = NULL;
     sqlite3_stmt *st;
@@ -295,6 +335,19 @@ static int create_tx(struct cache *c, void *arg)
     if (!rc) {
         rc = get_child(c, a->parent, a->name, &old);
         rc = rc == 0 ? -EEXIST : rc == -ENOENT ? 0 : rc;
+    }
+    /* Told before the row is written: the outcome is settled, what is left
+     * (the row, its indexes, the directory's times) cannot fail for the
+     * caller's input. */
+    bool told = false;
+    if (!rc && a->then && a->out && !a->is_dir) {
+        rc = next_ino(c, &ino);
+        if (!rc)
+            rc = new_file_node(a, ino, path, a->out);
+        if (!rc) {
+            a->then->fn(a->then->arg);
+            told = true;
+        }
     }
     const char *sha = a->is_dir ? "" : DB_EMPTY_SHA; /* a new file is empty */
     if (!rc && !a->is_dir) {
@@ -308,9 +361,9 @@ static int create_tx(struct cache *c, void *arg)
         }
     }
     if (!rc)
-        rc = db_prepare(c, "INSERT INTO nodes(store, parent, name, path, is_dir, size, mtime,"
+        rc = db_prepare(c, "INSERT INTO nodes(ino, store, parent, name, path, is_dir, size, mtime,"
                            " ctime, atime, sha, state, unsaved)"
-                           " VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?7, NULLIF(?8, ''), 1, ?9)",
+                           " VALUES (?10, ?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?7, NULLIF(?8, ''), 1, ?9)",
                         &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
@@ -322,12 +375,17 @@ static int create_tx(struct cache *c, void *arg)
         sqlite3_bind_int64(st, 7, a->now);
         sqlite3_bind_text(st, 8, sha, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int(st, 9, a->unsaved);
+        if (told)
+            sqlite3_bind_int64(st, 10, (sqlite3_int64)ino);
+        else
+            sqlite3_bind_null(st, 10); /* the next of the sequence */
         rc = step_done(c, st, "create node");
     }
-    uint64_t ino = rc ? 0 : (uint64_t)sqlite3_last_insert_rowid(c->db);
+    if (!rc && !told)
+        ino = (uint64_t)sqlite3_last_insert_rowid(c->db);
     if (!rc)
         rc = touch_dir(c, a->parent, a->now);
-    if (!rc && a->out)
+    if (!rc && a->out && !told)
         rc = db_get_node(c, ino, a->out);
     cnode_clear(&dir);
     cnode_clear(&old);
@@ -340,27 +398,36 @@ int cache_create(struct cache *c, uint64_t parent, const char *name, bool is_dir
 {
     if (out)
         memset(out, 0, sizeof(*out));
-    struct create_args a = {parent, name, is_dir, false, now_ns, out};
+    struct create_args a = {parent, name, is_dir, false, now_ns, out, NULL};
     return db_in_tx(c, create_tx, &a);
 }
 
 int cache_create_open(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
                       struct cnode *out)
 {
+    return cache_create_open_then(c, parent, name, now_ns, out, NULL);
+}
+
+int cache_create_open_then(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
+                           struct cnode *out, const struct cache_then *then)
+{
     if (out)
         memset(out, 0, sizeof(*out));
-    struct create_args a = {parent, name, false, true, now_ns, out};
+    struct create_args a = {parent, name, false, true, now_ns, out, then};
     /* Lazy: an open's file is unsaved, never pushed before its FLUSH, whose
      * commit carries this one; a crash before it loses an empty file no
      * close has returned for. */
-    return db_in_tx_lazy(c, create_tx, &a);
+    int rc = db_in_tx_lazy(c, create_tx, &a);
+    if (rc)
+        cnode_clear(out); /* filled before a later failure (then told) */
+    return rc;
 }
 
 int db_create_node(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
                    struct cnode *out)
 {
     memset(out, 0, sizeof(*out));
-    struct create_args a = {parent, name, false, true, now_ns, out};
+    struct create_args a = {parent, name, false, true, now_ns, out, NULL};
     return create_tx(c, &a);
 }
 

@@ -237,6 +237,43 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
     fuse_reply_err(req, -rc);
 }
 
+/* A create answered as soon as the cache has settled its outcome and
+ * chosen the file's ino, before the node's row is written (the caller
+ * then makes its first write while the row goes in). */
+struct create_answer {
+    fuse_req_t req;
+    struct fs_store *s;
+    struct fuse_file_info *fi;
+    struct cnode *n;
+    bool sent;
+};
+
+static void answer_create(void *arg)
+{
+    struct create_answer *a = arg;
+    a->sent = true;
+    struct ofile *f = ofile_get(a->n->ino);
+    char *empty = f ? strdup("") : NULL;
+    if (!empty) {
+        ofile_put(f);
+        fuse_reply_err(a->req, ENOMEM);
+        return;
+    }
+    ofile_lock(f);
+    ofile_install_locked(f, empty, 0, a->n->sha);
+    f->unsaved = true; /* pushed only once a close or fsync saves it */
+    ofile_unlock(f);
+    struct fuse_entry_param e;
+    ops_fill_entry(a->s, a->n, &e);
+    a->fi->fh = (uint64_t)(uintptr_t)f;
+    a->fi->keep_cache = 1;
+    ofile_writer_open(f); /* create opens for writing */
+    if (fuse_reply_create(a->req, &e, a->fi) != 0) {
+        ofile_writer_release(f);
+        ofile_put(f); /* interrupted: no release will come */
+    }
+}
+
 void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                 struct fuse_file_info *fi)
 {
@@ -249,33 +286,18 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
         return;
     }
     struct cnode n;
-    int rc = cache_create_open(s->cache, prow, name, ops_now_ns(), &n);
-    if (rc) {
+    struct create_answer a = {req, s, fi, &n, false};
+    struct cache_then then = {answer_create, &a};
+    int rc = cache_create_open_then(s->cache, prow, name, ops_now_ns(), &n, &then);
+    if (rc && a.sent)
+        log_error("a new file's entry could not be written to the cache after its open was "
+                  "answered; its first save fails", "memory_store_id", s->id, "error",
+                  strerror(-rc));
+    else if (rc)
         fuse_reply_err(req, -rc);
-        return;
-    }
-    struct ofile *f = ofile_get(n.ino);
-    char *empty = f ? strdup("") : NULL;
-    if (!empty) {
-        ofile_put(f);
-        cnode_clear(&n);
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    ofile_lock(f);
-    ofile_install_locked(f, empty, 0, n.sha);
-    f->unsaved = true; /* pushed only once a close or fsync saves it */
-    ofile_unlock(f);
-    struct fuse_entry_param e;
-    ops_fill_entry(s, &n, &e);
+    else if (!a.sent)
+        answer_create(&a);
     cnode_clear(&n);
-    fi->fh = (uint64_t)(uintptr_t)f;
-    fi->keep_cache = 1;
-    ofile_writer_open(f); /* create opens for writing */
-    if (fuse_reply_create(req, &e, fi) != 0) {
-        ofile_writer_release(f);
-        ofile_put(f); /* interrupted: no release will come */
-    }
 }
 
 void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

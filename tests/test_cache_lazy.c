@@ -231,3 +231,111 @@ Test(cache_lazy, marking_a_dirty_file_again_opens_no_transaction)
     cnode_clear(&f);
     cnode_clear(&d);
 }
+
+/* cache_create_open_then: the caller is told (its FUSE answer sent) with
+ * the new node in hand before the row is written; that node is the one
+ * the cache reads back afterwards, field for field. */
+struct told_node {
+    struct cnode *out;
+    struct cnode copy;
+    int calls;
+};
+
+static void copy_told(void *arg)
+{
+    struct told_node *t = arg;
+    t->calls++;
+    t->copy = *t->out;
+    t->copy.name = strdup(t->out->name);
+    t->copy.path = strdup(t->out->path);
+    t->copy.base_path = strdup(t->out->base_path);
+}
+
+Test(cache_lazy, a_new_file_told_before_its_row_is_the_file_read_back)
+{
+    struct cnode d, before, n;
+    cr_assert_eq(cache_create(C, root, "sub", true, 1, &d), 0);
+    cr_assert_eq(cache_create(C, root, "before.md", false, 1, &before), 0);
+    struct told_node t = {&n, {0}, 0};
+    struct cache_then then = {copy_told, &t};
+    cr_assert_eq(cache_create_open_then(C, d.ino, "told.md", 1234567, &n, &then), 0);
+    cr_assert_eq(t.calls, 1, "told %d times", t.calls);
+    struct cnode r;
+    cr_assert_eq(cache_getattr(C, t.copy.ino, &r), 0, "the ino told is not the file's");
+    struct cnode *a = &t.copy;
+    cr_expect_gt(a->ino, before.ino);
+    cr_expect_eq(a->ino, r.ino);
+    cr_expect_eq(a->parent, r.parent);
+    cr_expect_str_eq(a->name, r.name);
+    cr_expect_str_eq(a->path, r.path);
+    cr_expect_str_eq(r.path, "/sub/told.md");
+    cr_expect_eq(a->is_dir, r.is_dir);
+    cr_expect_eq(a->size, r.size);
+    cr_expect_eq(a->mtime_ns, r.mtime_ns);
+    cr_expect_eq(a->ctime_ns, r.ctime_ns);
+    cr_expect_eq(a->atime_ns, r.atime_ns);
+    cr_expect_eq(a->subdirs, r.subdirs);
+    cr_expect_str_eq(a->sha, r.sha);
+    cr_expect_str_eq(a->memory_id, r.memory_id);
+    cr_expect_str_eq(a->base_sha, r.base_sha);
+    cr_expect_str_eq(a->base_path, r.base_path);
+    cr_expect_eq(a->state, r.state);
+    cr_expect_eq(a->has_content, r.has_content);
+    cr_expect_eq(a->unlinked, r.unlinked);
+    cr_expect_str_eq(a->refused_sha, r.refused_sha);
+    cr_expect_eq(a->unsaved, r.unsaved);
+    cr_expect_eq(a->used_ns, r.used_ns);
+    cr_expect_eq(a->evicted, r.evicted);
+    cr_expect_eq(n.ino, r.ino, "*out is not the node told");
+    /* The sequence moved past it: the next node gets another ino. */
+    struct cnode next;
+    cr_assert_eq(cache_create(C, root, "next.md", false, 1, &next), 0);
+    cr_expect_gt(next.ino, r.ino);
+    /* A check that fails tells nobody. */
+    t.calls = 0;
+    struct cnode x;
+    cr_expect_eq(cache_create_open_then(C, d.ino, "told.md", 1, &x, &then), -EEXIST);
+    cr_expect_eq(cache_create_open_then(C, before.ino, "in-a-file.md", 1, &x, &then), -ENOTDIR);
+    cr_expect_eq(t.calls, 0, "told of a create that failed its checks");
+    cnode_clear(&t.copy);
+    cnode_clear(&r);
+    cnode_clear(&n);
+    cnode_clear(&next);
+    cnode_clear(&d);
+    cnode_clear(&before);
+}
+
+static int calls;
+
+static void count_call(void *arg)
+{
+    (void)arg;
+    calls++;
+}
+
+/* A failure after the caller was told (here the row's INSERT, refused by
+ * a trigger another connection adds) leaves no node and no *out. */
+Test(cache_lazy, a_failure_after_telling_leaves_no_node)
+{
+    char db[128];
+    snprintf(db, sizeof(db), "%s/cache.db", dir);
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
+    sqlite3_busy_timeout(h, 2000);
+    cr_assert_eq(sqlite3_exec(h, "CREATE TRIGGER insert_fails BEFORE INSERT ON nodes"
+                                 " WHEN NEW.name = 'boom.md'"
+                                 " BEGIN SELECT RAISE(ABORT, 'injected'); END", NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    struct cnode n;
+    calls = 0;
+    struct cache_then then = {count_call, NULL};
+    cr_expect_neq(cache_create_open_then(C, root, "boom.md", 1, &n, &then), 0);
+    cr_expect_eq(calls, 1);
+    cr_expect_null(n.name, "*out left filled after a failure");
+    struct cnode x;
+    cr_expect_eq(cache_lookup(C, root, "boom.md", &x), -ENOENT);
+    cr_assert_eq(cache_create_open_then(C, root, "fine.md", 1, &n, &then), 0);
+    cr_expect_eq(calls, 2);
+    cnode_clear(&n);
+}

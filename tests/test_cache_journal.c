@@ -434,20 +434,29 @@ static void close_then_fail_commit(struct cache *c, uint64_t root)
     cnode_clear(&g);
 }
 
+/* The next change (a directory made) applies the stuck journal first:
+ * name has body then, with no conflict, and again after a restart.  Closes
+ * the cache. */
+static void back_at_the_next_change(struct cache *c, uint64_t root, const char *name,
+                                    const char *body)
+{
+    struct cnode d;
+    cr_assert_eq(cache_create(c, root, "next", true, 3, &d), 0, "the next change failed");
+    cnode_clear(&d);
+    expect_content(c, root, NULL, name, body);
+    cr_expect_eq(n_conflicts(c), 0);
+    cache_close(&c);
+    c = open_store(&root, false);
+    expect_content(c, root, NULL, name, body);
+    cache_close(&c);
+}
+
 Test(cache_journal, closes_a_failed_commit_dropped_come_back_before_the_next_change)
 {
     uint64_t root;
     struct cache *c = open_store(&root, false);
     close_then_fail_commit(c, root);
-    struct cnode d;
-    cr_assert_eq(cache_create(c, root, "next", true, 3, &d), 0);
-    cnode_clear(&d);
-    expect_content(c, root, NULL, "lost.md", "closed\n");
-    cr_expect_eq(n_conflicts(c), 0);
-    cache_close(&c);
-    c = open_store(&root, false);
-    expect_content(c, root, NULL, "lost.md", "closed\n");
-    cache_close(&c);
+    back_at_the_next_change(c, root, "lost.md", "closed\n");
 }
 
 Test(cache_journal, closes_a_failed_commit_dropped_come_back_on_their_own)
@@ -577,16 +586,8 @@ Test(cache_journal, a_failure_after_the_record_leaves_the_close_saved)
     cr_expect_eq(journals(NULL, 0), 1);
     cr_assert_eq(sqlite3_exec(c->db, "DROP TRIGGER temp.put_fails", NULL, NULL, NULL), SQLITE_OK,
                  "%s", sqlite3_errmsg(c->db));
-    struct cnode d;
-    cr_assert_eq(cache_create(c, root, "next", true, 3, &d), 0, "the next change failed");
-    cnode_clear(&d);
-    expect_content(c, root, NULL, "late.md", "late\n");
-    cr_expect_eq(n_conflicts(c), 0);
     cnode_clear(&f);
-    cache_close(&c);
-    c = open_store(&root, false);
-    expect_content(c, root, NULL, "late.md", "late\n");
-    cache_close(&c);
+    back_at_the_next_change(c, root, "late.md", "late\n");
 }
 
 /* A failure before the record (the file is gone) is the close's error,

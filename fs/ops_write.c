@@ -248,6 +248,9 @@ struct create_answer {
     bool sent;
 };
 
+/* Called under the cache's lock: the new file's ofile lock taken here is
+ * the one taken after it (docs/architecture.md, "Locking"), safe because
+ * no other thread can know the file before this answer. */
 static void answer_create(void *arg)
 {
     struct create_answer *a = arg;

@@ -331,11 +331,8 @@ void db_rollback(struct cache *c)
         /* SQLite rolled the whole transaction back itself (it may, after
          * SQLITE_FULL, IOERR or NOMEM): the lazy work is gone, and the
          * closes it carried are left to the journal. */
-        c->lazy = false;
     }
-    if (!sqlite3_get_autocommit(c->db))
-        sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
-    db_journal_ended(c, false);
+    db_abandon(c);
 }
 
 void db_abandon(struct cache *c)

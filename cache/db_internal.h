@@ -121,9 +121,10 @@ int db_settle(struct cache *c);
 bool db_lazy_possible(struct cache *c);
 /* Rolls the whole transaction back, the lazy work before this part
  * included, and leaves the journal stuck (its records applied again before
- * any other change): for a part that failed after its close's journal
- * record was written, which no commit may then carry without the content
- * (content.c, save_closed). */
+ * any other change): db_rollback's end once no lazy work is left to keep,
+ * and for a part that failed after its close's journal record was
+ * written, which no commit may then carry without the content (content.c,
+ * save_closed). */
 void db_abandon(struct cache *c);
 
 static inline void db_lock(struct cache *c)

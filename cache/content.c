@@ -191,6 +191,9 @@ static int save_closed(struct cache *c, struct content_args *a)
     if (!rc && journal && c->lazy && !recorded)
         rc = db_settle(c); /* no record (the journal refused it): durable by a commit */
     if (rc && recorded) {
+        /* The marks this part wrote wait again (the record, applied again
+         * first, replaces the mark of its own file). */
+        db_marks_undone(c, a->ino);
         db_abandon(c);
         a->kept = a->moved; /* what the record's replay will do */
         rc = 0;

@@ -315,13 +315,20 @@ int db_commit(struct cache *c)
         c->lazy = false; /* a failed COMMIT below: the caller rolls all back */
     }
     int rc = run_cached(c, DB_ST_COMMIT, "COMMIT");
-    if (!rc)
+    if (!rc) {
         db_journal_ended(c, true);
+        db_marks_kept(c);
+    }
     return rc;
 }
 
 void db_rollback(struct cache *c)
 {
+    /* The marks this part wrote wait again.  Those of earlier lazy parts,
+     * undone too when SQLite or a failed COMMIT rolls the whole
+     * transaction back, are lost as before: the next attach saves all
+     * held content. */
+    db_marks_undone(c, 0);
     if (c->lazy) {
         /* This part only: the lazy work before it stays (committed soon,
          * db_unlock seeing the changes count move). */

@@ -51,9 +51,12 @@ struct cache {
     sqlite3_stmt *cached[DB_ST_N]; /* guarded by lock; finalized by cache_close */
     /* Rows whose last writer closed them, not yet marked saved in the
      * database, and the thread that writes them (cache/saved.c); all
-     * guarded by lock. */
+     * guarded by lock.  The first n_applied of them were written by the
+     * transaction part under way (db_apply_saved inside it): its end drops
+     * them (db_marks_kept) or, rolled back, makes them wait again
+     * (db_marks_undone); between parts n_applied is 0. */
     uint64_t *saved;
-    size_t n_saved, cap_saved;
+    size_t n_saved, n_applied, cap_saved;
     struct timespec saved_since; /* CLOCK_MONOTONIC: the group's first mark */
     pthread_cond_t saved_cond;
     pthread_t saver_thr;
@@ -201,6 +204,12 @@ int db_tx_held(struct cache *c, int (*body)(struct cache *, void *), void *arg, 
  * caller holds c->lock; inside a transaction or not.  db_begin calls it,
  * so every write transaction starts with them. */
 int db_apply_saved(struct cache *c);
+/* The end of a transaction part that may have written marks: committed or
+ * carried into the lazy transaction (kept), or rolled back (undone: they
+ * wait again, but for the row except, whose change in the part undone
+ * comes after its mark and replaces it; 0 for none). */
+void db_marks_kept(struct cache *c);
+void db_marks_undone(struct cache *c, uint64_t except);
 /* Stops the saver thread and writes what is left (cache_close). */
 void db_saver_stop(struct cache *c);
 

@@ -14,6 +14,12 @@
  * and the saver finds nothing to do: a create is two transactions
  * (create, save at close), not three.
  *
+ * A mark written by a transaction part that is then rolled back (its
+ * change failed: a name taken, a directory not empty) waits again, in its
+ * place (db_marks_undone): the part never happened, so the next
+ * transaction writing it first keeps the order.  Lost with the part, it
+ * left a closed file held, never pushed before the next attach.
+ *
  * What it does not change: content is durable when close(2) returns (the
  * FLUSH commits it before replying; the mark only says the writer is
  * done).  A mark lost to a crash is made at the next attach, which saves
@@ -39,6 +45,7 @@
  * guarded by it. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "db_internal.h"
@@ -65,7 +72,7 @@ static int mark_saved_now(struct cache *c, uint64_t ino)
 
 int db_apply_saved(struct cache *c)
 {
-    if (!c->n_saved)
+    if (c->n_saved == c->n_applied)
         return 0;
     if (sqlite3_get_autocommit(c->db)) {
         /* Outside a transaction: db_begin writes them, in one of their own. */
@@ -75,11 +82,37 @@ int db_apply_saved(struct cache *c)
         return rc;
     }
     int rc = 0;
-    for (size_t i = 0; !rc && i < c->n_saved; i++)
+    for (size_t i = c->n_applied; !rc && i < c->n_saved; i++)
         rc = mark_saved_now(c, c->saved[i]);
     if (!rc)
-        c->n_saved = 0;
+        c->n_applied = c->n_saved; /* gone at the part's end, unless undone */
     return rc;
+}
+
+void db_marks_kept(struct cache *c)
+{
+    if (!c->n_applied)
+        return;
+    memmove(c->saved, c->saved + c->n_applied, (c->n_saved - c->n_applied) * sizeof(*c->saved));
+    c->n_saved -= c->n_applied;
+    c->n_applied = 0;
+}
+
+/* The marks written by a part rolled back wait again, in their place
+ * before any that came later: the next transaction writes them first, as
+ * if the part had never run, and the saver wakes for them. */
+void db_marks_undone(struct cache *c, uint64_t except)
+{
+    if (!c->n_applied)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < c->n_saved; i++)
+        if (i >= c->n_applied || c->saved[i] != except)
+            c->saved[k++] = c->saved[i];
+    c->n_saved = k;
+    c->n_applied = 0;
+    if (c->n_saved && c->saver_running && c->saver_idle)
+        pthread_cond_signal(&c->saved_cond);
 }
 
 static void add_ms(struct timespec *t, long ms)
@@ -245,5 +278,6 @@ int db_commit_lazy(struct cache *c)
             pthread_cond_signal(&c->saved_cond);
     }
     c->lazy_mark = sqlite3_total_changes64(c->db);
+    db_marks_kept(c);
     return 0;
 }

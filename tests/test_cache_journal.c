@@ -570,8 +570,14 @@ Test(cache_journal, a_failure_after_the_record_leaves_the_close_saved)
     uint64_t root;
     struct cache *c = open_store(&root, false);
     fail_puts_of(c, "late\n"); /* outside the transaction: it outlives its rollback */
+    /* Another file's writer finished just before: its mark rides on the
+     * failed part, and must not be lost with it. */
+    struct cnode done;
+    cr_assert_eq(cache_create(c, root, "done.md", false, 1, &done), 0);
+    cr_assert_eq(cache_set_content_if(c, done.ino, "done\n", 5, 2, done.sha, true, NULL), 0);
     struct cnode f;
     cr_assert_eq(cache_create_open(c, root, "late.md", 1, &f), 0);
+    cr_assert_eq(cache_mark_saved(c, done.ino), 0);
     told = 0;
     struct cache_then then = {count_told, NULL};
     char sha[SHA256_HEX_LEN + 1] = "";
@@ -587,6 +593,13 @@ Test(cache_journal, a_failure_after_the_record_leaves_the_close_saved)
     cr_assert_eq(sqlite3_exec(c->db, "DROP TRIGGER temp.put_fails", NULL, NULL, NULL), SQLITE_OK,
                  "%s", sqlite3_errmsg(c->db));
     cnode_clear(&f);
+    struct cnode n;
+    cr_assert_eq(cache_create(c, root, "after", true, 3, &n), 0);
+    cnode_clear(&n);
+    cr_assert_eq(cache_getattr(c, done.ino, &n), 0);
+    cr_expect_eq(n.unsaved, CACHE_SAVED, "a mark written by the failed part was lost with it");
+    cnode_clear(&n);
+    cnode_clear(&done);
     back_at_the_next_change(c, root, "late.md", "late\n");
 }
 

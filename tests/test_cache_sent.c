@@ -342,6 +342,42 @@ static int unsaved_on_disk(uint64_t ino)
     return v;
 }
 
+/* A mark is written by the next write transaction; when that transaction
+ * fails (a name taken, a directory not empty, a read-only store) and is
+ * rolled back, the mark must not go with it: the file would stay held, and
+ * no sync of the session would push it. */
+Test(cache_sent, a_saved_mark_outlives_a_change_that_failed)
+{
+    struct cnode d, x;
+    cr_assert_eq(cache_create(C, root, "full", true, 1, &d), 0);
+    cr_assert_eq(cache_create(C, d.ino, "inside.md", false, 1, &x), 0);
+    struct cnode f[4];
+    for (int i = 0; i < 4; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "closed%d.md", i);
+        cr_assert_eq(cache_create_open(C, root, name, 1, &f[i]), 0);
+        cr_assert_eq(cache_set_content_if(C, f[i].ino, "done", 4, 2, f[i].sha, true, NULL), 0);
+    }
+    int before = dirty(false);
+    /* Each failure right after a close's mark, before the saver's delay. */
+    cr_assert_eq(cache_mark_saved(C, f[0].ino), 0);
+    cr_assert_eq(cache_unlink(C, root, "full", true, NULL), -ENOTEMPTY);
+    cr_assert_eq(cache_mark_saved(C, f[1].ino), 0);
+    struct cnode y = {0};
+    cr_assert_eq(cache_create_open(C, d.ino, "inside.md", 1, &y), -EEXIST);
+    cr_assert_eq(cache_mark_saved(C, f[2].ino), 0);
+    cr_assert_eq(cache_create(C, root, "full", true, 1, &y), -EEXIST);
+    cr_assert_eq(cache_mark_saved(C, f[3].ino), 0);
+    cr_assert_eq(cache_rename(C, root, "closed0.md", d.ino, "inside.md",
+                              CACHE_RENAME_NOREPLACE),
+                 -EEXIST);
+    cr_expect_eq(dirty(false), before + 4, "a close's mark was lost with a change that failed");
+    for (int i = 0; i < 4; i++)
+        cnode_clear(&f[i]);
+    cnode_clear(&d);
+    cnode_clear(&x);
+}
+
 Test(cache_sent, a_deferred_saved_mark_lands_on_its_own)
 {
     struct cnode f;

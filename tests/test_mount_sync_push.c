@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test_mount_sync.h"
@@ -299,4 +300,40 @@ Test(mount_sync_push, swapped_names_converge)
     free(a);
     free(id_keep);
     free(id_app);
+}
+
+/* A close is followed at once by a change that fails (rmdir of a directory
+ * that is not empty, as `rm -r` attempts and scripts try): the release's
+ * "saved" mark rides on that change's transaction, which is rolled back.
+ * Every file written must still reach the store within two intervals. */
+Test(mount_sync_push, a_close_then_a_change_that_fails_is_still_pushed)
+{
+    char path[512], body[64];
+    snprintf(path, sizeof(path), "%s/marks", mnt);
+    cr_assert_eq(mkdir(path, 0755), 0, "%s", strerror(errno));
+    for (int i = 0; i < 10; i++) {
+        snprintf(path, sizeof(path), "%s/marks/f%d.md", mnt, i);
+        snprintf(body, sizeof(body), "closed %d\n", i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        cr_assert_geq(fd, 0, "%s", strerror(errno));
+        cr_assert_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+        cr_assert_eq(close(fd), 0);
+        snprintf(path, sizeof(path), "%s/dir", mnt);
+        cr_assert_eq(rmdir(path), -1);
+        cr_assert_eq(errno, ENOTEMPTY);
+    }
+    for (int i = 0; i < 10; i++) {
+        char remote[64], *got = NULL;
+        snprintf(remote, sizeof(remote), "/marks/f%d.md", i);
+        snprintf(body, sizeof(body), "closed %d\n", i);
+        for (int t = 0; t <= WITHIN * 4; t++) {
+            free(got);
+            got = sy_content(remote);
+            if (got && strcmp(got, body) == 0)
+                break;
+            usleep(250 * 1000);
+        }
+        cr_expect_str_eq(got ? got : "(none)", body, "%s never reached the store", remote);
+        free(got);
+    }
 }

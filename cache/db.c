@@ -288,7 +288,7 @@ static int run_cached(struct cache *c, enum db_slot slot, const char *sql)
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, sql);
 }
 
-int db_begin(struct cache *c)
+int db_begin_unmarked(struct cache *c)
 {
     /* Closed files a failed commit took out of the database go back in
      * before anything else changes (journal.c). */
@@ -297,10 +297,15 @@ int db_begin(struct cache *c)
         if (jrc)
             return jrc;
     }
-    int rc = c->lazy ? run_cached(c, DB_ST_SAVEPOINT, "SAVEPOINT lazy_part")
-                     : run_cached(c, DB_ST_BEGIN, "BEGIN IMMEDIATE");
+    return c->lazy ? run_cached(c, DB_ST_SAVEPOINT, "SAVEPOINT lazy_part")
+                   : run_cached(c, DB_ST_BEGIN, "BEGIN IMMEDIATE");
+}
+
+int db_begin(struct cache *c)
+{
     /* Every write transaction first writes the saved marks still in
-     * memory (content.c), so none lands after a later change of its row. */
+     * memory (saved.c), so none lands after a later change of its row. */
+    int rc = db_begin_unmarked(c);
     if (!rc && (rc = db_apply_saved(c)) != 0)
         db_rollback(c);
     return rc;

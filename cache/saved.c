@@ -18,7 +18,7 @@
  * change failed: a name taken, a directory not empty) waits again, in its
  * place (db_marks_undone): the part never happened, so the next
  * transaction writing it first keeps the order.  Lost with the part, it
- * left a closed file held, never pushed before the next attach.
+ * left a closed file held, which no sync but the final one pushes.
  *
  * What it does not change: content is durable when close(2) returns (the
  * FLUSH commits it before replying; the mark only says the writer is

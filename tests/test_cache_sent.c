@@ -345,7 +345,7 @@ static int unsaved_on_disk(uint64_t ino)
 /* A mark is written by the next write transaction; when that transaction
  * fails (a name taken, a directory not empty, a read-only store) and is
  * rolled back, the mark must not go with it: the file would stay held, and
- * no sync of the session would push it. */
+ * no periodic sync would push it (only the final one at unmount). */
 Test(cache_sent, a_saved_mark_outlives_a_change_that_failed)
 {
     struct cnode d, x;

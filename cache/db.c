@@ -297,8 +297,26 @@ int db_begin_unmarked(struct cache *c)
         if (jrc)
             return jrc;
     }
-    return c->lazy ? run_cached(c, DB_ST_SAVEPOINT, "SAVEPOINT lazy_part")
-                   : run_cached(c, DB_ST_BEGIN, "BEGIN IMMEDIATE");
+    int rc = c->lazy ? run_cached(c, DB_ST_SAVEPOINT, "SAVEPOINT lazy_part")
+                     : run_cached(c, DB_ST_BEGIN, "BEGIN IMMEDIATE");
+    if (!rc && (rc = db_ino_burnt(c)) != 0)
+        db_rollback(c);
+    return rc;
+}
+
+int db_ino_burnt(struct cache *c)
+{
+    if (!c->ino_burnt)
+        return 0;
+    sqlite3_stmt *st;
+    int rc = db_cached(c, DB_ST_INO_BURNT,
+                       "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'nodes' AND seq < ?1", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)c->ino_burnt);
+    rc = sqlite3_step(st);
+    db_done(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "move the inos past a told one");
 }
 
 int db_begin(struct cache *c)

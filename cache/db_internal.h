@@ -26,6 +26,7 @@ enum db_slot {
     DB_ST_MARK_SAVED,    /* content.c: held -> saved */
     DB_ST_MARK_NOOP,     /* content.c: whether a dirty mark changes nothing */
     DB_ST_NEXT_INO,      /* write.c: the ino the next node gets */
+    DB_ST_INO_BURNT,     /* db.c: the sequence moved past a told ino */
     DB_ST_SAVEPOINT,     /* a part joining the open lazy transaction */
     DB_ST_RELEASE,       /* its end */
     DB_ST_N
@@ -81,6 +82,12 @@ struct cache {
     /* The background checkpointer (ckpt.c); NULL: SQLite checkpoints in
      * the commit, as by default. */
     struct db_ckpt *ckpt;
+    /* The highest ino the kernel was told for a new file whose row was
+     * then rolled back (write.c, cache_create_open_then); 0: none.  Every
+     * write transaction from then on first moves the nodes' sequence past
+     * it (db_ino_burnt), so no node can take an ino the kernel still
+     * holds for that file. */
+    uint64_t ino_burnt;
 };
 
 /* The kept statement of slot (prepared from sql the first time), reset and
@@ -112,6 +119,9 @@ int db_begin(struct cache *c);
  * file's row a mark could name (a new node and its directory): it writes
  * them itself, db_apply_saved, before it ends. */
 int db_begin_unmarked(struct cache *c);
+/* Inside a write transaction: the sequence of nodes' inos moved past
+ * c->ino_burnt (nothing when it is 0). */
+int db_ino_burnt(struct cache *c);
 int db_commit(struct cache *c);
 void db_rollback(struct cache *c);
 /* Ends a db_begin without committing: the work joins the lazy transaction,

@@ -280,8 +280,10 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
         id[h.store_len] = '\0';
         if (!p)
             rc = -ENOMEM;
-        if (!rc && !open_tx && (rc = db_exec(c, "BEGIN IMMEDIATE")) == 0)
+        if (!rc && !open_tx && (rc = db_exec(c, "BEGIN IMMEDIATE")) == 0) {
             open_tx = true;
+            rc = db_ino_burnt(c); /* a record may make a new file */
+        }
         if (!rc)
             rc = apply_record(c, &h, id, p, buf);
         free(p);

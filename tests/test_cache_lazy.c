@@ -308,11 +308,13 @@ Test(cache_lazy, a_new_file_told_before_its_row_is_the_file_read_back)
 }
 
 static int calls;
+static uint64_t told_ino;
 
 static void count_call(void *arg)
 {
-    (void)arg;
     calls++;
+    if (arg)
+        told_ino = ((const struct cnode *)arg)->ino;
 }
 
 /* A failure after the caller was told (here the row's INSERT, refused by
@@ -331,15 +333,25 @@ Test(cache_lazy, a_failure_after_telling_leaves_no_node)
     sqlite3_close(h);
     struct cnode n;
     calls = 0;
-    struct cache_then then = {count_call, NULL};
+    told_ino = 0;
+    struct cache_then then = {count_call, &n};
     cr_expect_neq(cache_create_open_then(C, root, "boom.md", 1, &n, &then), 0);
     cr_expect_eq(calls, 1);
     cr_expect_null(n.name, "*out left filled after a failure");
     struct cnode x;
     cr_expect_eq(cache_lookup(C, root, "boom.md", &x), -ENOENT);
+    /* The kernel holds the ino it was told for boom.md: no later node
+     * (an open's create, a directory, a file the sync brings) takes it. */
+    uint64_t boom = told_ino;
+    cr_assert_neq(boom, 0);
     cr_assert_eq(cache_create_open_then(C, root, "fine.md", 1, &n, &then), 0);
     cr_expect_eq(calls, 2);
+    cr_expect_neq(n.ino, boom, "a new file took the ino told for one rolled back");
     cnode_clear(&n);
+    struct cnode d;
+    cr_assert_eq(cache_create(C, root, "dir", true, 1, &d), 0);
+    cr_expect_neq(d.ino, boom, "a directory took the ino told for a file rolled back");
+    cnode_clear(&d);
 }
 
 /* The marks of files whose writers finished (cache_mark_saved) ride on the

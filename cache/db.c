@@ -316,7 +316,22 @@ int db_ino_burnt(struct cache *c)
     sqlite3_bind_int64(st, 1, (sqlite3_int64)c->ino_burnt);
     rc = sqlite3_step(st);
     db_done(st);
-    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "move the inos past a told one");
+    if (rc != SQLITE_DONE)
+        return db_fail(c, rc, "move the inos past a told one");
+    c->burn_in_tx = true;
+    return 0;
+}
+
+void db_inos_ended(struct cache *c, bool committed)
+{
+    if (committed) {
+        c->ino_told_safe = c->ino_told;
+        if (c->burn_in_tx)
+            c->ino_burnt = 0;
+    } else if (c->ino_told > c->ino_told_safe && c->ino_told > c->ino_burnt) {
+        c->ino_burnt = c->ino_told; /* perhaps undone: never given again */
+    }
+    c->burn_in_tx = false;
 }
 
 int db_begin(struct cache *c)
@@ -340,6 +355,7 @@ int db_commit(struct cache *c)
     int rc = run_cached(c, DB_ST_COMMIT, "COMMIT");
     if (!rc) {
         db_journal_ended(c, true);
+        db_inos_ended(c, true);
         db_marks_kept(c);
     }
     return rc;
@@ -352,6 +368,7 @@ void db_rollback(struct cache *c)
      * transaction back, are lost as before: the next attach saves all
      * held content. */
     db_marks_undone(c, 0);
+    db_inos_ended(c, false);
     if (c->lazy) {
         /* This part only: the lazy work before it stays (committed soon,
          * db_unlock seeing the changes count move). */
@@ -371,6 +388,7 @@ void db_abandon(struct cache *c)
     if (!sqlite3_get_autocommit(c->db))
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
     db_journal_ended(c, false);
+    db_inos_ended(c, false);
 }
 
 int db_settle(struct cache *c)
@@ -382,6 +400,7 @@ int db_settle(struct cache *c)
     if (rc && !sqlite3_get_autocommit(c->db))
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
     db_journal_ended(c, rc == 0);
+    db_inos_ended(c, rc == 0);
     return rc;
 }
 

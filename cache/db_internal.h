@@ -82,12 +82,16 @@ struct cache {
     /* The background checkpointer (ckpt.c); NULL: SQLite checkpoints in
      * the commit, as by default. */
     struct db_ckpt *ckpt;
-    /* The highest ino the kernel was told for a new file whose row was
-     * then rolled back (write.c, cache_create_open_then); 0: none.  Every
-     * write transaction from then on first moves the nodes' sequence past
-     * it (db_ino_burnt), so no node can take an ino the kernel still
-     * holds for that file. */
-    uint64_t ino_burnt;
+    /* Inos the kernel was told before their rows were written (write.c,
+     * create_tx): ino_told the highest, ino_told_safe the highest a commit
+     * has carried since.  A rollback while ino_told > ino_told_safe may
+     * have undone a told row, and with it the sequence's move past it:
+     * ino_burnt takes it (0: none), and every write transaction first
+     * moves the sequence past ino_burnt (db_ino_burnt), so no node can take
+     * an ino the kernel still holds for another file, until a commit has
+     * carried that move (burn_in_tx). */
+    uint64_t ino_told, ino_told_safe, ino_burnt;
+    bool burn_in_tx;
 };
 
 /* The kept statement of slot (prepared from sql the first time), reset and
@@ -122,6 +126,9 @@ int db_begin_unmarked(struct cache *c);
 /* Inside a write transaction: the sequence of nodes' inos moved past
  * c->ino_burnt (nothing when it is 0). */
 int db_ino_burnt(struct cache *c);
+/* The end of a transaction (committed or not) or a part rolled back
+ * (committed false), for the told inos' bookkeeping above. */
+void db_inos_ended(struct cache *c, bool committed);
 int db_commit(struct cache *c);
 void db_rollback(struct cache *c);
 /* Ends a db_begin without committing: the work joins the lazy transaction,

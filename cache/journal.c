@@ -298,6 +298,7 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
             rc = db_exec(c, "COMMIT");
         if (rc)
             sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+        db_inos_ended(c, rc == 0);
     }
     if (!rc && first && first > *epoch)
         *epoch = first;

@@ -278,7 +278,6 @@ struct create_args {
     int64_t now;
     struct cnode *out;
     const struct cache_then *then; /* an open's file: told before the row */
-    uint64_t told;                 /* the ino told, once it is */
 };
 
 /* The ino the next node gets: AUTOINCREMENT's sequence plus one.  Inside
@@ -348,7 +347,8 @@ static int create_tx(struct cache *c, void *arg)
         if (!rc) {
             a->then->fn(a->then->arg);
             told = true;
-            a->told = ino;
+            if (ino > c->ino_told)
+                c->ino_told = ino; /* db_inos_ended: never given again if undone */
         }
     }
     const char *sha = a->is_dir ? "" : DB_EMPTY_SHA; /* a new file is empty */
@@ -400,7 +400,7 @@ int cache_create(struct cache *c, uint64_t parent, const char *name, bool is_dir
 {
     if (out)
         memset(out, 0, sizeof(*out));
-    struct create_args a = {parent, name, is_dir, false, now_ns, out, NULL, 0};
+    struct create_args a = {parent, name, is_dir, false, now_ns, out, NULL};
     return db_in_tx(c, create_tx, &a);
 }
 
@@ -415,7 +415,7 @@ int cache_create_open_then(struct cache *c, uint64_t parent, const char *name, i
 {
     if (out)
         memset(out, 0, sizeof(*out));
-    struct create_args a = {parent, name, false, true, now_ns, out, then, 0};
+    struct create_args a = {parent, name, false, true, now_ns, out, then};
     /* Lazy: an open's file is unsaved, never pushed before its FLUSH, whose
      * commit carries this one; a crash before it loses an empty file no
      * close has returned for.  The saved marks in memory (saved.c: files
@@ -435,12 +435,6 @@ int cache_create_open_then(struct cache *c, uint64_t parent, const char *name, i
         db_rollback(c);
         cnode_clear(out); /* filled before a later failure (then told) */
     }
-    if (rc && a.told > c->ino_burnt) {
-        /* The kernel holds that ino for this file, whose row is gone: no
-         * other node may take it, in this transaction or any later one. */
-        c->ino_burnt = a.told;
-        (void)db_ino_burnt(c); /* in the lazy transaction, when one is open */
-    }
     db_unlock(c);
     return rc;
 }
@@ -449,7 +443,7 @@ int db_create_node(struct cache *c, uint64_t parent, const char *name, int64_t n
                    struct cnode *out)
 {
     memset(out, 0, sizeof(*out));
-    struct create_args a = {parent, name, false, true, now_ns, out, NULL, 0};
+    struct create_args a = {parent, name, false, true, now_ns, out, NULL};
     return create_tx(c, &a);
 }
 

@@ -619,3 +619,33 @@ Test(cache_journal, a_failure_before_the_record_is_the_closes_error)
     cnode_clear(&d);
     cache_close(&c);
 }
+
+/* An open's create is told before its row is written.  When the lazy
+ * transaction that holds the row then fails to commit, the row and the
+ * sequence's move past its ino are undone, while the kernel still holds
+ * the ino for that file: no later node may take it. */
+Test(cache_journal, an_ino_told_for_a_row_a_failed_commit_undid_is_not_reused)
+{
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    struct cnode f, g;
+    told = 0;
+    struct cache_then then = {count_told, NULL};
+    cr_assert_eq(cache_create_open_then(c, root, "told.md", 1, &f, &then), 0);
+    cr_assert_eq(told, 1);
+    sqlite3_commit_hook(c->db, commit_hook, NULL);
+    fail_commits = 1;
+    cr_expect_neq(cache_create(c, root, "other.md", false, 1, &g), 0,
+                  "the commit carrying the lazy create did not fail");
+    cr_assert_eq(fail_commits, 0, "no commit came");
+    struct cnode x;
+    cr_expect_eq(cache_lookup(c, root, "told.md", &x), -ENOENT);
+    cr_assert_eq(cache_create_open_then(c, root, "next.md", 1, &g, &then), 0);
+    cr_expect_neq(g.ino, f.ino, "a new file took the ino told for one a failed commit undid");
+    cnode_clear(&g);
+    cr_assert_eq(cache_create(c, root, "dir", true, 1, &g), 0);
+    cr_expect_neq(g.ino, f.ino, "a directory took the ino told for a file a failed commit undid");
+    cnode_clear(&g);
+    cnode_clear(&f);
+    cache_close(&c);
+}

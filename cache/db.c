@@ -288,22 +288,6 @@ static int run_cached(struct cache *c, enum db_slot slot, const char *sql)
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, sql);
 }
 
-int db_begin_unmarked(struct cache *c)
-{
-    /* Closed files a failed commit took out of the database go back in
-     * before anything else changes (journal.c). */
-    if (c->jstuck && !c->lazy) {
-        int jrc = db_journal_retry(c);
-        if (jrc)
-            return jrc;
-    }
-    int rc = c->lazy ? run_cached(c, DB_ST_SAVEPOINT, "SAVEPOINT lazy_part")
-                     : run_cached(c, DB_ST_BEGIN, "BEGIN IMMEDIATE");
-    if (!rc && (rc = db_ino_burnt(c)) != 0)
-        db_rollback(c);
-    return rc;
-}
-
 int db_ino_burnt(struct cache *c)
 {
     if (!c->ino_burnt)
@@ -336,10 +320,21 @@ void db_inos_ended(struct cache *c, bool committed)
 
 int db_begin(struct cache *c)
 {
-    /* Every write transaction first writes the saved marks still in
-     * memory (saved.c), so none lands after a later change of its row. */
-    int rc = db_begin_unmarked(c);
-    if (!rc && (rc = db_apply_saved(c)) != 0)
+    /* Closed files a failed commit took out of the database go back in
+     * before anything else changes (journal.c). */
+    if (c->jstuck && !c->lazy) {
+        int jrc = db_journal_retry(c);
+        if (jrc)
+            return jrc;
+    }
+    int rc = c->lazy ? run_cached(c, DB_ST_SAVEPOINT, "SAVEPOINT lazy_part")
+                     : run_cached(c, DB_ST_BEGIN, "BEGIN IMMEDIATE");
+    /* No node takes an ino the kernel may hold for another (db_ino_burnt);
+     * then the saved marks still in memory (saved.c), so none lands after
+     * a later change of its row. */
+    if (rc)
+        return rc;
+    if ((rc = db_ino_burnt(c)) != 0 || (rc = db_apply_saved(c)) != 0)
         db_rollback(c);
     return rc;
 }

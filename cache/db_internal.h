@@ -119,10 +119,6 @@ int db_exec_bound(struct cache *c, const char *sql, const char *text);
  * transaction (saved.c), which the commit then commits with it; a
  * rollback undoes this part only. */
 int db_begin(struct cache *c);
-/* db_begin without the saved marks, for a part whose work touches no
- * file's row a mark could name (a new node and its directory): it writes
- * them itself, db_apply_saved, before it ends. */
-int db_begin_unmarked(struct cache *c);
 /* Inside a write transaction: the sequence of nodes' inos moved past
  * c->ino_burnt (nothing when it is 0). */
 int db_ino_burnt(struct cache *c);

@@ -418,24 +418,10 @@ int cache_create_open_then(struct cache *c, uint64_t parent, const char *name, i
     struct create_args a = {parent, name, false, true, now_ns, out, then};
     /* Lazy: an open's file is unsaved, never pushed before its FLUSH, whose
      * commit carries this one; a crash before it loses an empty file no
-     * close has returned for.  The saved marks in memory (saved.c: files
-     * whose writers finished, in a burst of creates the file before this
-     * one) are written after the answer, in the same part: it changes only
-     * the new node and its directory, rows no mark can name, so none lands
-     * after a later change of its row. */
-    db_lock(c);
-    int rc = db_begin_unmarked(c);
-    if (!rc)
-        rc = create_tx(c, &a);
-    if (!rc)
-        rc = db_apply_saved(c);
-    if (!rc)
-        rc = db_commit_lazy(c);
-    if (rc) {
-        db_rollback(c);
+     * close has returned for. */
+    int rc = db_in_tx_lazy(c, create_tx, &a);
+    if (rc)
         cnode_clear(out); /* filled before a later failure (then told) */
-    }
-    db_unlock(c);
     return rc;
 }
 

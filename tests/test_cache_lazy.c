@@ -12,13 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "cache.h"
-#include "db_internal.h" /* the connection, read from inside a create */
 
 static char dir[64];
 static struct cache *C;
@@ -352,78 +350,4 @@ Test(cache_lazy, a_failure_after_telling_leaves_no_node)
     cr_assert_eq(cache_create(C, root, "dir", true, 1, &d), 0);
     cr_expect_neq(d.ino, boom, "a directory took the ino told for a file rolled back");
     cnode_clear(&d);
-}
-
-/* The marks of files whose writers finished (cache_mark_saved) ride on the
- * next write; an open's create writes them after its answer, in the same
- * call: told first, the mark not yet written (read on the create's own
- * connection, inside its transaction), then written before the call
- * returns.  A create that fails after telling leaves them waiting. */
-struct mark_seen {
-    struct cache *c;
-    uint64_t ino;
-    int unsaved;
-    struct timespec at; /* when it was told */
-};
-
-static double ms_since(const struct timespec *t0, const struct timespec *t1)
-{
-    return (double)(t1->tv_sec - t0->tv_sec) * 1e3 + (double)(t1->tv_nsec - t0->tv_nsec) / 1e6;
-}
-
-static void read_mark(void *arg)
-{
-    struct mark_seen *m = arg;
-    sqlite3_stmt *st = NULL;
-    cr_assert_eq(sqlite3_prepare_v2(m->c->db, "SELECT unsaved FROM nodes WHERE ino = ?", -1, &st,
-                                    NULL), SQLITE_OK);
-    sqlite3_bind_int64(st, 1, (sqlite3_int64)m->ino);
-    m->unsaved = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
-    sqlite3_finalize(st);
-    clock_gettime(CLOCK_MONOTONIC, &m->at);
-}
-
-Test(cache_lazy, a_create_writes_the_saved_marks_after_its_answer)
-{
-    struct cnode f, n;
-    cr_assert_eq(cache_create_open(C, root, "done.md", 1, &f), 0);
-    cr_assert_eq(cache_set_content_if(C, f.ino, "done", 4, 2, f.sha, true, NULL), 0);
-    struct timespec marked;
-    clock_gettime(CLOCK_MONOTONIC, &marked);
-    cr_assert_eq(cache_mark_saved(C, f.ino), 0);
-    struct mark_seen m = {C, f.ino, -1, {0, 0}};
-    struct cache_then then = {read_mark, &m};
-    cr_assert_eq(cache_create_open_then(C, root, "next.md", 1, &n, &then), 0);
-    /* The saver writes a mark on its own 5 ms after it: only before that
-     * is the create the one that must write it. */
-    if (ms_since(&marked, &m.at) < 4.0)
-        cr_expect_eq(m.unsaved, CACHE_HELD, "the mark was written before the answer");
-    else
-        cr_log_warn("told %.1f ms after the mark: the saver may have written it",
-                    ms_since(&marked, &m.at));
-    cnode_clear(&n);
-    cr_assert_eq(cache_getattr(C, f.ino, &n), 0);
-    cr_expect_eq(n.unsaved, CACHE_SAVED, "the create did not write the mark");
-    cnode_clear(&n);
-    /* Held again, marked again; the create fails after telling. */
-    cr_assert_eq(cache_set_content_if(C, f.ino, "done again", 10, 3, NULL, true, NULL), 0);
-    cr_assert_eq(cache_mark_saved(C, f.ino), 0);
-    char db[128];
-    snprintf(db, sizeof(db), "%s/cache.db", dir);
-    sqlite3 *h = NULL;
-    cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
-    sqlite3_busy_timeout(h, 2000);
-    cr_assert_eq(sqlite3_exec(h, "CREATE TRIGGER insert_fails BEFORE INSERT ON nodes"
-                                 " WHEN NEW.name = 'boom.md'"
-                                 " BEGIN SELECT RAISE(ABORT, 'injected'); END", NULL, NULL, NULL),
-                 SQLITE_OK, "%s", sqlite3_errmsg(h));
-    sqlite3_close(h);
-    cr_expect_neq(cache_create_open_then(C, root, "boom.md", 1, &n, &then), 0);
-    struct cnode d;
-    cr_assert_eq(cache_create(C, root, "later", true, 4, &d), 0);
-    cnode_clear(&d);
-    cr_assert_eq(cache_getattr(C, f.ino, &n), 0);
-    cr_expect_eq(n.unsaved, CACHE_SAVED, "a failed create lost the mark");
-    cnode_clear(&n);
-    cnode_clear(&f);
 }

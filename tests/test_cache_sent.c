@@ -220,6 +220,18 @@ static void expect_pending_agrees(void)
     cr_expect_eq(a.kept_deletions, b.kept_deletions);
 }
 
+/* n new files PREFIX0.md... made by opens, each closed by a writer that
+ * may still hold it: their content held, not yet pushable. */
+static void held_files(const char *prefix, int n, struct cnode *out)
+{
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "%s%d.md", prefix, i);
+        cr_assert_eq(cache_create_open(C, root, name, 1, &out[i]), 0);
+        cr_assert_eq(cache_set_content_if(C, out[i].ino, "x", 1, 2, out[i].sha, true, NULL), 0);
+    }
+}
+
 Test(cache_sent, only_finished_content_is_pushed)
 {
     struct cnode f;
@@ -286,12 +298,7 @@ Test(cache_sent, a_deferred_saved_mark_keeps_its_order)
     cr_expect_eq(dirty(false), 1, "the last writer's close did not make it pushable");
     /* Many marks at once land together, whatever comes first. */
     struct cnode m[20];
-    for (int i = 0; i < 20; i++) {
-        char name[32];
-        snprintf(name, sizeof(name), "many%d.md", i);
-        cr_assert_eq(cache_create_open(C, root, name, 1, &m[i]), 0);
-        cr_assert_eq(cache_set_content_if(C, m[i].ino, "x", 1, 2, m[i].sha, true, NULL), 0);
-    }
+    held_files("many", 20, m);
     for (int i = 0; i < 20; i++)
         cr_assert_eq(cache_mark_saved(C, m[i].ino), 0);
     cr_expect_eq(dirty(false), 21);
@@ -352,12 +359,7 @@ Test(cache_sent, a_saved_mark_outlives_a_change_that_failed)
     cr_assert_eq(cache_create(C, root, "full", true, 1, &d), 0);
     cr_assert_eq(cache_create(C, d.ino, "inside.md", false, 1, &x), 0);
     struct cnode f[4];
-    for (int i = 0; i < 4; i++) {
-        char name[32];
-        snprintf(name, sizeof(name), "closed%d.md", i);
-        cr_assert_eq(cache_create_open(C, root, name, 1, &f[i]), 0);
-        cr_assert_eq(cache_set_content_if(C, f[i].ino, "done", 4, 2, f[i].sha, true, NULL), 0);
-    }
+    held_files("closed", 4, f);
     int before = dirty(false);
     /* Each failure right after a close's mark, before the saver's delay. */
     cr_assert_eq(cache_mark_saved(C, f[0].ino), 0);

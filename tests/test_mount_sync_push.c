@@ -314,10 +314,8 @@ Test(mount_sync_push, a_close_then_a_change_that_fails_is_still_pushed)
     for (int i = 0; i < 10; i++) {
         snprintf(path, sizeof(path), "%s/marks/f%d.md", mnt, i);
         snprintf(body, sizeof(body), "closed %d\n", i);
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        cr_assert_geq(fd, 0, "%s", strerror(errno));
-        cr_assert_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
-        cr_assert_eq(close(fd), 0);
+        int rc = mnt_write(path, body);
+        cr_assert_eq(rc, 0, "%s: %s", path, strerror(-rc));
         snprintf(path, sizeof(path), "%s/dir", mnt);
         cr_assert_eq(rmdir(path), -1);
         cr_assert_eq(errno, ENOTEMPTY);

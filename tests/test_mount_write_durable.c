@@ -132,10 +132,8 @@ Test(mount_write_durable, kill_9_right_after_closes_loses_none)
     for (int i = 0; i < 20; i++) {
         snprintf(path, sizeof(path), "%s/burst%02d.md", mnt, i);
         snprintf(body, sizeof(body), "closed %d\n", i);
-        int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
-        cr_assert_geq(fd, 0, "%s", strerror(errno));
-        cr_assert_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
-        cr_assert_eq(close(fd), 0);
+        int rc = mnt_write(path, body);
+        cr_assert_eq(rc, 0, "%s: %s", path, strerror(-rc));
     }
     snprintf(path, sizeof(path), "%s/seeded.md", mnt);
     int fd = open(path, O_WRONLY | O_TRUNC);

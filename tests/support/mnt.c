@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -166,6 +167,18 @@ char *mnt_read(const char *path, size_t *len)
     if (len)
         *len = n;
     return buf;
+}
+
+int mnt_write(const char *path, const char *body)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return -errno;
+    size_t len = strlen(body);
+    int rc = write(fd, body, len) == (ssize_t)len ? 0 : -(errno ? errno : EIO);
+    if (close(fd) != 0 && !rc)
+        rc = -errno;
+    return rc;
 }
 
 char *mnt_q(const struct mnt_env *e, const char *fmt, ...)

@@ -73,5 +73,8 @@ pid_t mnt_daemon_pid(const struct mnt_env *e);
 bool mnt_is_mounted(const char *path);
 /* Reads a whole file (malloc'd, NUL-terminated) or NULL. */
 char *mnt_read(const char *path, size_t *len);
+/* Writes body as the whole file at path (created, truncated) with one
+ * open, write and close: 0, or -errno of the first call that failed. */
+int mnt_write(const char *path, const char *body);
 
 #endif

@@ -401,7 +401,10 @@ int cache_create(struct cache *c, uint64_t parent, const char *name, bool is_dir
     if (out)
         memset(out, 0, sizeof(*out));
     struct create_args a = {parent, name, is_dir, false, now_ns, out, NULL};
-    return db_in_tx(c, create_tx, &a);
+    int rc = db_in_tx(c, create_tx, &a);
+    if (rc && out)
+        cnode_clear(out); /* read back before a failed commit */
+    return rc;
 }
 
 int cache_create_open(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,

@@ -396,6 +396,12 @@ int db_settle(struct cache *c)
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
     db_journal_ended(c, rc == 0);
     db_inos_ended(c, rc == 0);
+    /* Marks written into the lazy transaction outside any part (the
+     * sync's read of what it may push writes them first: pending.c). */
+    if (rc)
+        db_marks_undone(c, 0);
+    else
+        db_marks_kept(c);
     return rc;
 }
 

@@ -145,7 +145,7 @@ static void earliest(struct timespec *until, bool *any, struct timespec since, l
 static bool next_deadline(struct cache *c, struct timespec *until)
 {
     bool any = false;
-    if (c->n_saved)
+    if (c->n_saved > c->n_applied) /* those written wait for the lazy commit */
         earliest(until, &any, c->saved_since, c->saver_retry ? RETRY_MS : SAVE_DELAY_MS);
     if (c->lazy)
         earliest(until, &any, c->lazy_since, LAZY_DELAY_MS);
@@ -179,7 +179,7 @@ static void *saver(void *arg)
             log_error("cannot commit the cache's recent changes", "error", sqlite3_errmsg(c->db));
         if (c->jstuck && !c->lazy)
             (void)db_journal_retry(c); /* on failure, again RETRY_MS later */
-        if (c->n_saved) {
+        if (c->n_saved > c->n_applied) {
             c->saver_retry = db_apply_saved(c) != 0;
             if (c->saver_retry)
                 clock_gettime(CLOCK_MONOTONIC, &c->saved_since);

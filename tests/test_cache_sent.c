@@ -402,3 +402,25 @@ Test(cache_sent, a_deferred_saved_mark_lands_on_its_own)
     cnode_clear(&f);
     cnode_clear(&g);
 }
+
+/* The sync's read of what it may push writes the marks waiting first,
+ * into the lazy transaction when one is open (an open's create), outside
+ * any part: its commit must count them written, or the saver, seeing them
+ * still waiting, loops holding the cache's lock and every later call
+ * hangs (a session's end once did, with writes refused by the server). */
+Test(cache_sent, marks_the_sync_read_wrote_leave_the_cache_usable)
+{
+    struct cnode f, g;
+    held_files("read", 1, &f);
+    cr_assert_eq(cache_create_open(C, root, "lazy.md", 1, &g), 0); /* the lazy transaction */
+    cr_assert_eq(cache_mark_saved(C, f.ino), 0);
+    cr_expect_eq(dirty(false) > 0, true);
+    usleep(50 * 1000); /* past the saver's delay and the lazy commit's */
+    struct cnode n;
+    cr_assert_eq(cache_getattr(C, f.ino, &n), 0, "the cache was left unusable");
+    cr_expect_eq(n.unsaved, CACHE_SAVED);
+    cnode_clear(&n);
+    cr_expect_eq(unsaved_on_disk(f.ino), CACHE_SAVED, "the mark never reached the disk");
+    cnode_clear(&f);
+    cnode_clear(&g);
+}

@@ -11,8 +11,9 @@
  *
  * Open files: every open of a file shares the inode's struct ofile
  * (openfile.c), loaded from the cache at open (downloading the content
- * first if the cache does not have it); fi->fh points to it (0 for the
- * marker, whose bytes are served from the store).  read serves from it, so
+ * first if the cache does not have it); fi->fh points to it, its low bit
+ * telling whether the handle counts as a writer (ops.h, OPS_FH_WRITER; 0
+ * for the marker, whose bytes are served from the store).  read serves from it, so
  * a reader sees what a writer wrote; release flushes and drops it.
  * keep_cache lets the kernel keep pages across opens: the sync engine
  * invalidates exactly the inodes whose content changed (notify.c), and
@@ -455,14 +456,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, -rc);
         return;
     }
-    fi->fh = (uint64_t)(uintptr_t)f;
+    ops_set_fh(fi, f, writing);
     fi->keep_cache = 1;
     /* A reader has nothing to save at close: no FLUSH round trip. */
     fi->noflush = reader;
-    if ((fi->flags & O_ACCMODE) != O_RDONLY)
+    if (writing)
         ofile_writer_open(f);
     if (fuse_reply_open(req, fi) != 0) {
-        if ((fi->flags & O_ACCMODE) != O_RDONLY)
+        if (writing)
             ofile_writer_release(f);
         ofile_put(f); /* the open was interrupted: no release will come */
     }
@@ -498,8 +499,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct fs_store *s = store_of(req);
     struct ofile *f = ops_ofile(fi);
     if (f) {
-        bool writer = (fi->flags & O_ACCMODE) != O_RDONLY;
-        bool last = writer && ofile_writer_release(f);
+        bool last = ops_fh_writer(fi) && ofile_writer_release(f);
         int rc = ofile_flush(f, s->cache, last ? OFILE_LAST : OFILE_CLOSE, NULL);
         if (rc)
             log_error("failed to save a closed file to the cache", "memory_store_id", s->id,

@@ -20,9 +20,26 @@ static inline struct fs_store *ops_store(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
+/* A handle's fh is its file's shared ofile, with the low bit set when
+ * the handle counts among the file's writers (ofile_writer_open): one
+ * opened for writing, one whose open truncated, or one whose open created
+ * the file, whatever its access mode.  Its release is then a writer's; a
+ * release's flags cannot tell (the kernel clears O_CREAT and O_TRUNC). */
+#define OPS_FH_WRITER ((uint64_t)1)
+
 static inline struct ofile *ops_ofile(const struct fuse_file_info *fi)
 {
-    return fi ? (struct ofile *)(uintptr_t)fi->fh : NULL;
+    return fi ? (struct ofile *)(uintptr_t)(fi->fh & ~OPS_FH_WRITER) : NULL;
+}
+
+static inline bool ops_fh_writer(const struct fuse_file_info *fi)
+{
+    return fi && (fi->fh & OPS_FH_WRITER);
+}
+
+static inline void ops_set_fh(struct fuse_file_info *fi, struct ofile *f, bool writer)
+{
+    fi->fh = (uint64_t)(uintptr_t)f | (writer ? OPS_FH_WRITER : 0);
 }
 
 static inline int64_t ops_now_ns(void)

@@ -268,9 +268,9 @@ static void answer_create(void *arg)
     ofile_unlock(f);
     struct fuse_entry_param e;
     ops_fill_entry(a->s, a->n, &e);
-    a->fi->fh = (uint64_t)(uintptr_t)f;
+    ops_set_fh(a->fi, f, true); /* a create is a writer, whatever its access mode */
     a->fi->keep_cache = 1;
-    ofile_writer_open(f); /* create opens for writing */
+    ofile_writer_open(f);
     if (fuse_reply_create(a->req, &e, a->fi) != 0) {
         ofile_writer_release(f);
         ofile_put(f); /* interrupted: no release will come */

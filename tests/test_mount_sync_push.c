@@ -338,3 +338,40 @@ Test(mount_sync_push, a_close_then_a_change_that_fails_is_still_pushed)
         free(got);
     }
 }
+
+/* Opens that change a file without asking to write it: open(O_CREAT) with
+ * O_RDONLY makes a new empty file (flock(1) and lock files do it), and
+ * O_RDONLY|O_TRUNC empties one.  Each close finishes the change, so the
+ * periodic syncs push it like any other; no writer is left counted. */
+Test(mount_sync_push, read_only_opens_that_create_or_truncate_are_pushed)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/lock.md", mnt);
+    int fd = open(path, O_RDONLY | O_CREAT, 0644);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    cr_assert_eq(close(fd), 0);
+    snprintf(path, sizeof(path), "%s/trunc.md", mnt);
+    fd = open(path, O_RDONLY | O_TRUNC);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    cr_assert_eq(close(fd), 0);
+    /* A writer of another file closes later: its close is its last. */
+    snprintf(path, sizeof(path), "%s/after.md", mnt);
+    int rc = mnt_write(path, "after\n");
+    cr_assert_eq(rc, 0, "%s", strerror(-rc));
+
+    const char *const want[] = {"/lock.md", "", "/trunc.md", "", "/after.md", "after\n", NULL};
+    int left = WITHIN * 4;
+    for (int i = 0; want[i]; i += 2) {
+        char *got = NULL;
+        for (;;) {
+            free(got);
+            got = sy_content(want[i]);
+            if ((got && strcmp(got, want[i + 1]) == 0) || left-- <= 0)
+                break;
+            usleep(250 * 1000);
+        }
+        cr_expect_str_eq(got ? got : "(none)", want[i + 1], "%s never reached the store",
+                         want[i]);
+        free(got);
+    }
+}

@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "fs.h"
 #include "log.h"
+#include "openfile.h"
 #include "warm.h"
 
 static void report(const struct fs_store *s, const char *what, int rc)
@@ -41,6 +42,7 @@ static void inval_inode(void *arg, uint64_t row)
 {
     struct fs_store *s = arg;
     warm_drop(row); /* its content changed: the next open looks again */
+    ofile_forget_clean(row); /* before the kernel drops its pages: a read after refills them */
     if (!enter(s))
         return;
     report(s, "inval_inode",

@@ -13,7 +13,9 @@
  * leave others of the same writer open: its content is held, pushed only
  * by the final sync).  At unmount, an edit no flush saved is kept as a
  * record (ofile_keep_unsaved_all), not as the file's content.  A clean buffer whose
- * cache content changed (a remote update) is replaced at the next open.
+ * cache content changed (a remote update) is dropped when the sync tells
+ * the kernel (ofile_forget_clean), before the kernel drops its pages, and
+ * the next read, open or getattr takes the cache's version.
  *
  * Locking: the table lock guards the hash chains and refs; each entry's
  * own lock guards its buffer.  Order: an entry's lock, then the cache's
@@ -356,6 +358,24 @@ void ofile_set_mtime(struct ofile *f, int64_t mtime_ns)
     pthread_mutex_lock(&f->lock);
     f->mtime_ns = mtime_ns;
     pthread_mutex_unlock(&f->lock);
+}
+
+void ofile_forget_clean(uint64_t row)
+{
+    struct ofile *f = ofile_find(row);
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->lock);
+    if (f->loaded && !f->dirty && !f->unsaved) {
+        free(f->buf);
+        f->buf = NULL;
+        f->len = f->cap = 0;
+        f->sha[0] = '\0';
+        f->mtime_ns = f->ctime_ns = 0;
+        f->loaded = false;
+    }
+    pthread_mutex_unlock(&f->lock);
+    ofile_put(f);
 }
 
 bool ofile_is_open(uint64_t row)

@@ -85,6 +85,13 @@ void ofile_set_mtime(struct ofile *f, int64_t mtime_ns);
 
 /* True when row has an entry (takes only the table lock, so it may be
  * called with the cache lock held). */
+/* The cache's content of row changed under its open file (a remote
+ * update): a buffer with no edit of its own is dropped, so the next read,
+ * open or getattr takes the cache's version and size instead of bringing
+ * the old ones back into the kernel's pages and attributes.  A buffer with
+ * edits is kept: its next save finds the change (the store wins). */
+void ofile_forget_clean(uint64_t row);
+
 bool ofile_is_open(uint64_t row);
 /* The entry for row with one reference more, or NULL when the inode is
  * not open (nothing is created). */

@@ -5,9 +5,12 @@
  * locally without a request and listed by status.  Each failed before the
  * fix (issue 8, case 4): a 0-byte version was created, then modified. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "test_mount_sync.h"
@@ -114,4 +117,45 @@ Test(mount_sync_open, content_with_a_nul_byte_is_refused_locally)
     char *last = NULL;
     cr_expect(sy_wait_server(want, 2 * WITHIN, &last), "the fixed file was not pushed: %s", last);
     free(last);
+}
+
+/* A reader holds a file open while the store's newer version arrives: a
+ * stat, the reader's next read and every later open see the new version
+ * (the kernel's pages and attributes were dropped, and the open file's
+ * buffer, clean, must not bring the old bytes or size back into them). */
+Test(mount_sync_open, a_remote_update_reaches_every_reader_of_a_file_held_open)
+{
+    const char *want = "version two, longer than one\n";
+    char path[512], buf[128];
+    snprintf(path, sizeof(path), "%s/f.md", mnt);
+    int fd = open(path, O_RDONLY);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    ssize_t n = pread(fd, buf, sizeof(buf), 0);
+    cr_assert_eq(n, 3);
+    char *id = sy_id("/f.md");
+    cr_assert(id);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"version two, longer than one\\n\"}"), 200);
+    free(id);
+    sy_after_sync();
+
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "%s", strerror(errno));
+    cr_expect_eq(st.st_size, (off_t)strlen(want), "stat's size %lld, the old version's",
+                 (long long)st.st_size);
+    n = pread(fd, buf, sizeof(buf) - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    cr_expect_str_eq(buf, want, "the reader holding the file read the old version");
+    int fd2 = open(path, O_RDONLY);
+    cr_assert_geq(fd2, 0, "%s", strerror(errno));
+    n = read(fd2, buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    cr_expect_str_eq(buf, want, "a new open read the old version");
+    close(fd2);
+    close(fd);
+    fd2 = open(path, O_RDONLY);
+    cr_assert_geq(fd2, 0, "%s", strerror(errno));
+    n = read(fd2, buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    cr_expect_str_eq(buf, want, "an open after the reader closed read the old version");
+    close(fd2);
 }

@@ -320,6 +320,7 @@ void db_inos_ended(struct cache *c, bool committed)
 
 int db_begin(struct cache *c)
 {
+    db_lazy_check(c);
     /* Closed files a failed commit took out of the database go back in
      * before anything else changes (journal.c). */
     if (c->jstuck && !c->lazy) {
@@ -384,6 +385,14 @@ void db_abandon(struct cache *c)
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
     db_journal_ended(c, false);
     db_inos_ended(c, false);
+}
+
+void db_lazy_lost(struct cache *c)
+{
+    log_warn("the cache's recent changes were rolled back by the database; the files closed "
+             "since its last commit are written again from the journal");
+    db_marks_undone(c, 0);
+    db_abandon(c);
 }
 
 int db_settle(struct cache *c)

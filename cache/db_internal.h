@@ -151,11 +151,24 @@ static inline void db_lock(struct cache *c)
 {
     pthread_mutex_lock(&c->lock);
 }
+/* SQLite rolled the whole transaction back on its own (it may, after
+ * SQLITE_FULL, IOERR or NOMEM) in a statement run inside the lazy
+ * transaction but outside any part (the sync's read writes the saved
+ * marks waiting: pending.c): the lazy work is gone, and db_abandon's
+ * bookkeeping follows (the closes come back from the journal, the inos
+ * told are burnt), before anything takes the transaction for still open. */
+void db_lazy_lost(struct cache *c);
+static inline void db_lazy_check(struct cache *c)
+{
+    if (c->lazy && sqlite3_get_autocommit(c->db))
+        db_lazy_lost(c);
+}
 /* A public call that wrote anything outside a lazy part commits the lazy
  * transaction before it returns, so every other write is as durable as
  * it was without one. */
 static inline void db_unlock(struct cache *c)
 {
+    db_lazy_check(c);
     if (c->lazy && sqlite3_total_changes64(c->db) != c->lazy_mark)
         (void)db_settle(c);
     pthread_mutex_unlock(&c->lock);
@@ -166,6 +179,7 @@ static inline void db_unlock(struct cache *c)
  * error, not a silent loss.  Returns rc, or the commit's error if rc is 0. */
 static inline int db_unlock_rc(struct cache *c, int rc)
 {
+    db_lazy_check(c);
     if (c->lazy && sqlite3_total_changes64(c->db) != c->lazy_mark) {
         int src = db_settle(c);
         if (!rc)

@@ -11,7 +11,8 @@
  * journal is left alone; a clean close leaves no journal behind; and
  * when a commit fails (here SQLite's commit hook turns it into a
  * rollback), the closes it carried come back from the journal before the
- * next change, or on their own a second later.
+ * next change, or on their own a second later; so they do when SQLite
+ * rolls the lazy transaction back itself outside any part.
  *
  * Each crash is a forked child that saves and then _exits at once, long
  * before the saver's commit (a few milliseconds later). */
@@ -647,5 +648,61 @@ Test(cache_journal, an_ino_told_for_a_row_a_failed_commit_undid_is_not_reused)
     cr_expect_neq(g.ino, f.ino, "a directory took the ino told for a file a failed commit undid");
     cnode_clear(&g);
     cnode_clear(&f);
+    cache_close(&c);
+}
+
+/* SQLite may roll the whole transaction back on its own (SQLITE_FULL,
+ * IOERR, NOMEM), here made by a trigger's RAISE(ROLLBACK), in a statement
+ * that runs inside the lazy transaction but outside any part: the sync's
+ * read of what it may push writes the saved marks waiting first.  The
+ * lazy work is then gone: the next change must not take it for still
+ * open, and no node may take the ino told for the create it undid. */
+Test(cache_journal, a_rollback_outside_a_part_ends_the_lazy_transaction)
+{
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    struct cnode h, f, g;
+    told = 0;
+    struct cache_then then = {count_told, NULL};
+    bool hit = false;
+    /* The saver writes the mark itself a few milliseconds after it is
+     * made: tried again until the sync's read was first. */
+    for (int attempt = 0; attempt < 20 && !hit; attempt++) {
+        char name[32];
+        snprintf(name, sizeof(name), "held%d.md", attempt);
+        cr_assert_eq(cache_create_open(c, root, name, 1, &h), 0);
+        cr_assert_eq(cache_set_content_if(c, h.ino, "x", 1, 2, h.sha, true, NULL), 0);
+        char sql[256];
+        snprintf(sql, sizeof(sql),
+                 "DROP TRIGGER IF EXISTS temp.undo_all; CREATE TEMP TRIGGER undo_all AFTER UPDATE"
+                 " OF unsaved ON main.nodes WHEN NEW.ino = %llu AND NEW.unsaved = 0"
+                 " BEGIN SELECT RAISE(ROLLBACK, 'undone'); END",
+                 (unsigned long long)h.ino);
+        cr_assert_eq(sqlite3_exec(c->db, sql, NULL, NULL, NULL), SQLITE_OK);
+        snprintf(name, sizeof(name), "told%d.md", attempt);
+        cr_assert_eq(cache_create_open_then(c, root, name, 1, &f, &then), 0); /* lazy */
+        cr_assert_eq(cache_mark_saved(c, h.ino), 0);
+        bool work = false;
+        hit = cache_store_has_local_work(c, ST, false, &work) != 0;
+        if (!hit) {
+            cnode_clear(&f);
+            cnode_clear(&h);
+        }
+    }
+    cr_assert(hit, "the saver wrote the mark first every time");
+    cr_assert_eq(sqlite3_exec(c->db, "DROP TRIGGER temp.undo_all", NULL, NULL, NULL), SQLITE_OK);
+    cr_assert_eq(cache_create_open_then(c, root, "next.md", 1, &g, &then), 0);
+    cr_expect_neq(g.ino, f.ino, "a new file took the ino told for one SQLite's rollback undid");
+    cnode_clear(&g);
+    usleep(50 * 1000); /* past the saver's delays */
+    struct cnode x;
+    cr_expect_eq(cache_lookup(c, root, "next.md", &x), 0, "the next create was lost");
+    cnode_clear(&x);
+    cr_expect_eq(sqlite3_get_autocommit(c->db), 1, "a transaction was left open");
+    cr_assert_eq(cache_getattr(c, h.ino, &x), 0);
+    cr_expect_eq(x.unsaved, CACHE_SAVED, "the held file's mark was lost");
+    cnode_clear(&x);
+    cnode_clear(&f);
+    cnode_clear(&h);
     cache_close(&c);
 }

@@ -350,6 +350,11 @@ int cache_save_closed_then(struct cache *c, uint64_t ino, const char *buf, size_
 /* The last writer of a file closed it (or fsynced it): content saved as
  * CACHE_HELD becomes CACHE_SAVED. */
 int cache_mark_saved(struct cache *c, uint64_t ino);
+/* Commits what the cache keeps uncommitted for a few milliseconds (an
+ * open's new file, a first write's dirty mark; cache/saved.c), and writes
+ * again the closes a failed commit left to the journal: fsync(2) of a
+ * directory, whose new entries then survive a kill -9. */
+int cache_settle(struct cache *c);
 /* Sets a node's access and/or modification time (utimensat, touch); a
  * NULL one is left as it is.  ctime becomes now. */
 int cache_set_times(struct cache *c, uint64_t ino, const int64_t *atime_ns,

@@ -226,6 +226,16 @@ void db_saver_stop(struct cache *c)
     db_unlock(c);
 }
 
+int cache_settle(struct cache *c)
+{
+    db_lock(c);
+    db_lazy_check(c);
+    int rc = db_settle(c);
+    if (!rc)
+        rc = db_journal_retry(c);
+    return db_unlock_rc(c, rc);
+}
+
 int cache_mark_saved(struct cache *c, uint64_t ino)
 {
     db_lock(c);

@@ -367,8 +367,15 @@ void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_in
 
 void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-    /* Directory changes are committed to the cache before their replies. */
-    fuse_reply_err(req, 0);
+    /* Most directory changes are committed before their replies; an open's
+     * new file is committed a few milliseconds later (cache/saved.c):
+     * now, so the entry survives a kill -9 once fsync(2) returns. */
+    struct fs_store *s = ops_store(req);
+    int rc = cache_settle(s->cache);
+    if (rc)
+        log_error("cannot commit the cache's recent changes for a directory's fsync",
+                  "memory_store_id", s->id, "error", strerror(-rc));
+    fuse_reply_err(req, -rc);
 }
 
 void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,

@@ -3,7 +3,8 @@
  * mount, a new mount with the same cache directory serves every closed or
  * fsynced file, still dirty (not yet pushed), even when the daemon dies
  * right after the closes (their content then comes back from the journal
- * of closed files, cache/journal.c).  And concurrent writers and
+ * of closed files, cache/journal.c), and new files still open after an
+ * fsync of their directory.  And concurrent writers and
  * readers (libfuse's multi-threaded loop) never corrupt the cache. */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -188,6 +189,33 @@ Test(mount_write_durable, kill_9_right_after_renames_loses_none)
     }
     expect_file("moved/in.md", "in\n");
     cr_expect_neq(access(path, F_OK), 0, "the directory is back at its old name");
+}
+
+/* A new file's entry is committed a few milliseconds after its open:
+ * fsync(2) of its directory commits it at once, so files still open
+ * (never written, never closed) are there after a kill -9 right after. */
+Test(mount_write_durable, kill_9_right_after_a_directory_fsync_keeps_its_new_entries)
+{
+    char path[600];
+    int fds[5];
+    snprintf(path, sizeof(path), "%s/sub", mnt);
+    cr_assert_eq(mkdir(path, 0755), 0, "%s", strerror(errno));
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s/sub/open%d.md", mnt, i);
+        fds[i] = open(path, O_CREAT | O_WRONLY, 0644);
+        cr_assert_geq(fds[i], 0, "%s", strerror(errno));
+    }
+    snprintf(path, sizeof(path), "%s/sub", mnt);
+    int dfd = open(path, O_RDONLY | O_DIRECTORY);
+    cr_assert_geq(dfd, 0, "%s", strerror(errno));
+    cr_assert_eq(fsync(dfd), 0, "%s", strerror(errno));
+    kill_and_remount();
+    close(dfd);
+    for (int i = 0; i < 5; i++) {
+        close(fds[i]); /* fail on the dead mount */
+        snprintf(path, sizeof(path), "%s/sub/open%d.md", mnt, i);
+        cr_expect_eq(access(path, F_OK), 0, "%s, fsynced in its directory, is gone", path);
+    }
 }
 
 Test(mount_write_durable, concurrent_writers_and_readers)

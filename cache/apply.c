@@ -322,6 +322,42 @@ static int touch_dirs(struct cache *c, const struct cache_changes *ch, size_t fr
     return rc;
 }
 
+/* Our own upload whose answer was lost (the store committed it) is listed
+ * now, and the file was edited back since (its content or path returned
+ * to the old baseline): clean, it would be brought to the upload below,
+ * and that last edit undone.  The upload becomes its baseline, the file is
+ * dirty (pushed on top of it), and the upload is settled.  A dirty file is
+ * left to the sync, which adopts the upload itself (sync/reconcile.c,
+ * step 0). */
+static int adopt_lost_uploads(struct cache *c, const char *store)
+{
+    static const char *const sql[] = {
+        "UPDATE nodes SET (base_sha, base_path) = (SELECT sha, path FROM rl"
+        "  WHERE rl.memory_id = nodes.memory_id), state = 1"
+        " WHERE ino IN (SELECT ino FROM sent WHERE store = ?1)" /* few: uploads out */
+        "  AND store = ?1 AND is_dir = 0 AND unlinked = 0 AND state = 0"
+        "  AND memory_id IS NOT NULL AND EXISTS (SELECT 1 FROM rl JOIN sent s"
+        "   ON s.store = ?1 AND s.ino = nodes.ino AND s.sha = rl.sha AND s.path = rl.path"
+        "   WHERE rl.memory_id = nodes.memory_id"
+        "    AND (rl.sha IS NOT nodes.base_sha OR rl.path IS NOT nodes.base_path)"
+        "    AND (rl.sha IS NOT nodes.sha OR rl.path IS NOT nodes.path))",
+        "DELETE FROM sent WHERE store = ?1 AND EXISTS (SELECT 1 FROM nodes n JOIN rl"
+        "  ON rl.memory_id = n.memory_id WHERE n.ino = sent.ino AND n.state = 1"
+        "  AND n.base_sha = sent.sha AND n.base_path = sent.path"
+        "  AND rl.sha = sent.sha AND rl.path = sent.path)",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        sqlite3_stmt *st;
+        int rc = db_prepare(c, sql[i], &st);
+        if (rc)
+            return rc;
+        sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
+        if ((rc = step_done(c, st, i ? "settle lost uploads" : "adopt lost uploads")))
+            return rc;
+    }
+    return 0;
+}
+
 int cache_apply_remote(struct cache *c, const char *store, const struct cache_remote *r, size_t n,
                        struct cache_changes *ch)
 {
@@ -346,7 +382,7 @@ int cache_apply_remote(struct cache *c, const char *store, const struct cache_re
         rc = -ENOENT;
         goto out;
     }
-    if ((rc = load_listing(c, r, n)))
+    if ((rc = load_listing(c, r, n)) || (rc = adopt_lost_uploads(c, store)))
         goto out;
     rc = unlink_selected(c,
         "SELECT ino, parent, name FROM nodes WHERE store = ?1 AND is_dir = 0 AND unlinked = 0"

@@ -295,12 +295,18 @@ static int find_target(struct cache *c, int64_t sent_id, uint64_t ino, struct ta
     return 0;
 }
 
+/* The store now holds sha at path for the file: its baseline.  The file is
+ * clean if it is that, else dirty, even when it was clean against the old
+ * baseline (edited back to it, or a rename undone, while the upload was
+ * out): a clean file is brought to the store's version at the next sync,
+ * which would undo that last edit.  A refused file stays refused. */
 static int set_baseline(struct cache *c, uint64_t ino, const char *memory_id, const char *sha,
                         const char *path)
 {
     sqlite3_stmt *st;
     int rc = db_prepare(c, "UPDATE nodes SET memory_id = ?1, base_sha = ?2, base_path = ?3,"
-                           " state = CASE WHEN sha IS ?2 AND path IS ?3 THEN 0 ELSE state END"
+                           " state = CASE WHEN sha IS ?2 AND path IS ?3 THEN 0"
+                           " WHEN state = 0 THEN 1 ELSE state END"
                            " WHERE ino = ?4", &st);
     if (rc)
         return rc;

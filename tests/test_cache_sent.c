@@ -139,6 +139,84 @@ Test(cache_sent, an_answer_follows_an_atomic_save)
     cr_expect_eq(cache_sent_owner(C, id), 0, "the settled upload is still recorded");
 }
 
+/* The file is edited back to its baseline while the update is out (an
+ * undo, a revert): it is clean then, but once the answer makes the upload
+ * the baseline it differs from it again, and must be pushed; a clean file
+ * would be brought to the store's version (the upload) at the next sync,
+ * and the revert lost.  So for a rename undone while it is out. */
+Test(cache_sent, an_edit_back_to_the_baseline_while_the_upload_is_out_is_pushed)
+{
+    uint64_t a = ino_at("a.md");
+    char v2[65];
+    cr_assert_eq(cache_set_content(C, a, "v2", 2, 1, v2), 0);
+    int64_t id = sent(a, "mem_a", "/a.md", v2);
+    cr_assert_eq(cache_set_content(C, a, "aaa", 3, 2, NULL), 0);
+    struct cnode n = node(a);
+    cr_assert_eq(n.state, CNODE_CLEAN, "the revert to the baseline is not clean");
+    cnode_clear(&n);
+    struct cache_answer ans = {.sent_id = id, .ino = a, .written_id = "mem_a",
+                               .node_id = "mem_a", .memory_id = "mem_a", .sha = v2,
+                               .path = "/a.md"};
+    struct cache_answer_result res;
+    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
+    cr_expect_eq(res.outcome, CACHE_ANS_APPLIED);
+    n = node(a);
+    cr_expect_str_eq(n.base_sha, v2);
+    cr_expect_str_eq(n.sha, sha_a);
+    cr_expect_eq(n.state, CNODE_DIRTY, "the revert is clean against the upload: never pushed");
+    cnode_clear(&n);
+
+    uint64_t b = ino_at("b.md");
+    cr_assert_eq(cache_rename(C, root, "b.md", root, "c.md", 0), 0);
+    id = sent(b, "mem_b", "/c.md", sha_b);
+    cr_assert_eq(cache_rename(C, root, "c.md", root, "b.md", 0), 0);
+    ans = (struct cache_answer){.sent_id = id, .ino = b, .written_id = "mem_b",
+                                .node_id = "mem_b", .memory_id = "mem_b", .sha = sha_b,
+                                .path = "/c.md"};
+    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
+    n = node(b);
+    cr_expect_str_eq(n.base_path, "/c.md");
+    cr_expect_eq(n.state, CNODE_DIRTY, "the rename undone is clean against the upload");
+    cnode_clear(&n);
+}
+
+/* The same with the update's answer lost (the store committed it): the
+ * next listing shows the upload, and the file, edited back to the old
+ * baseline since, is clean.  The upload becomes its baseline and it is
+ * pushed, never brought to the upload; so for a rename undone. */
+Test(cache_sent, an_edit_back_after_a_lost_answer_is_not_undone_by_the_listing)
+{
+    uint64_t a = ino_at("a.md"), b = ino_at("b.md");
+    char v2[65];
+    cr_assert_eq(cache_set_content(C, a, "v2", 2, 1, v2), 0);
+    int64_t ida = sent(a, "mem_a", "/a.md", v2);
+    cr_assert_eq(cache_set_content(C, a, "aaa", 3, 2, NULL), 0);
+    cr_assert_eq(cache_rename(C, root, "b.md", root, "c.md", 0), 0);
+    int64_t idb = sent(b, "mem_b", "/c.md", sha_b);
+    cr_assert_eq(cache_rename(C, root, "c.md", root, "b.md", 0), 0);
+    struct cnode n = node(a);
+    cr_assert_eq(n.state, CNODE_CLEAN);
+    cnode_clear(&n);
+    struct cache_remote r[2] = {{"/a.md", "mem_a", v2, 2, 0}, {"/c.md", "mem_b", sha_b, 2, 0}};
+    cr_assert_eq(cache_apply_remote(C, ST, r, 2, NULL), 0);
+    n = node(a);
+    cr_expect_str_eq(n.sha, sha_a, "the listing brought the file to the upload over the revert");
+    cr_expect_str_eq(n.base_sha, v2, "the upload is not the baseline");
+    cr_expect_eq(n.state, CNODE_DIRTY, "the revert is not pushed");
+    cnode_clear(&n);
+    n = node(b);
+    cr_expect_str_eq(n.path, "/b.md", "the listing moved the file back to the upload's path");
+    cr_expect_str_eq(n.base_path, "/c.md");
+    cr_expect_eq(n.state, CNODE_DIRTY, "the rename undone is not pushed");
+    cnode_clear(&n);
+    cr_expect_eq(cache_sent_owner(C, ida), 0, "the settled update is still recorded");
+    cr_expect_eq(cache_sent_owner(C, idb), 0, "the settled rename is still recorded");
+    char *body = NULL;
+    size_t len = 0;
+    cr_expect_eq(cache_blob_get(C, v2, &body, &len), 0, "the baseline's content is gone");
+    free(body);
+}
+
 /* A file removed while its create was out: the memory it made is a
  * deletion, recorded with the mode of the store's mount. */
 Test(cache_sent, an_answer_for_a_removed_file_is_a_deletion_with_the_mode)

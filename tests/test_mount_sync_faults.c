@@ -149,3 +149,32 @@ Test(mount_sync_faults, a_file_removed_while_its_create_is_in_flight_stays_remov
     cr_expect(strstr(out, "No such file") != NULL, "the removed file came back: %s", out);
     free(out);
 }
+
+/* A file edited back to what the store held while its update is held at
+ * the server (an undo, a revert right after a save): once the update's
+ * answer lands, the store holds the edit the revert replaced, so the
+ * revert is pushed on top of it, and never undone by the next sync. */
+Test(mount_sync_faults, an_edit_back_while_its_update_is_in_flight_reaches_the_store)
+{
+    sy_after_sync();
+    sy_fault("{\"action\":\"latency\",\"latency_ms\":4000,\"count\":1,\"method\":\"POST\","
+             "\"path\":\"/v1/memory_stores/*/memories/*\"}");
+    long updates = t_route_count(&E.msd, UPDATE_ROUTE);
+    cr_assert_eq(sy_run(NULL, "echo v2 > u.md"), 0);
+    for (int i = 0; i < WITHIN * 10 && t_route_count(&E.msd, UPDATE_ROUTE) == updates; i++)
+        usleep(100 * 1000);
+    cr_assert_neq(t_route_count(&E.msd, UPDATE_ROUTE), updates, "the update was never sent");
+    cr_assert_eq(sy_run(NULL, "echo v1 > u.md"), 0);
+    sleep(5); /* the held answer arrives */
+    sy_after_sync();
+    sy_after_sync();
+    const char *const want[] = {"/u.md", "v1\n", NULL};
+    char *last = NULL;
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    cr_expect(ok, "the store kept the edit the revert replaced: %s", last);
+    free(last);
+    char *out = NULL;
+    sy_run(&out, "cat u.md");
+    cr_expect_str_eq(out, "v1\n", "the revert was undone locally");
+    free(out);
+}

@@ -259,9 +259,24 @@ static int plan_file(struct cycle *cy, struct file *f)
     const char *base_id = tk ? tk->memory_id : n->memory_id;
     const struct cache_sent *sent = NULL;
     const struct cache_remote *rm;
+    bool base_gone = false;
     if (base_id[0]) {
         rm = remote_find_id(&cy->r, base_id);
         sent = sent_match(&cy->sent, base_id, n->ino, rm);
+        const struct cache_remote *at = rm || tk || !n->sha[0] ? NULL
+                                                               : remote_find_path(&cy->r, n->path);
+        if (at && !owned_elsewhere(&cy->files, at->memory_id, n->ino)) {
+            /* The file's memory is gone from the store and another holds
+             * its path (removed and written anew by another client): the
+             * path changed on both sides, decided as for a file never
+             * synced that meets a memory at its path (the store wins, or
+             * equal bytes converge).  Creating the path again would be
+             * refused (409) at every sync. */
+            base_id = "";
+            base_gone = true;
+            rm = at;
+            sent = sent_match(&cy->sent, "", n->ino, rm);
+        }
     } else {
         rm = remote_of_new(cy, n, &sent);
     }
@@ -271,8 +286,9 @@ static int plan_file(struct cycle *cy, struct file *f)
     if (rm && !base_id[0] && owned_elsewhere(&cy->files, rm->memory_id, n->ino))
         rm = NULL, sent = NULL;
     struct rec_in in = {
-        .memory_id = base_id, .base_sha = tk ? tk->base_sha : n->base_sha,
-        .base_path = tk ? tk->base_path : n->base_path,
+        .memory_id = base_id,
+        .base_sha = base_gone ? "" : tk ? tk->base_sha : n->base_sha,
+        .base_path = base_gone ? "" : tk ? tk->base_path : n->base_path,
         .local = REC_L_FILE, .sha = n->sha, .path = n->path, .dirty = true,
         .refused_sha = f->refused_sha, .sent_sha = sent ? sent->sha : NULL,
         .sent_path = sent ? sent->path : NULL,

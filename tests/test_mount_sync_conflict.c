@@ -181,3 +181,40 @@ Test(mount_sync_conflict, a_local_rename_against_a_remote_edit_loses)
     cr_expect(sy_wait_clean(WITHIN), "pending changes remain");
     free(id);
 }
+
+/* The file's memory is deleted remotely and another memory takes its path
+ * (another client removed it and wrote the path anew) while the file is
+ * edited here: the path changed on both sides, so the store wins, as for
+ * a new file meeting a memory at its path: the other memory's content
+ * shows, the local edit is kept as a conflict record, and the sync does
+ * not keep asking to create the path again. */
+Test(mount_sync_conflict, a_path_another_memory_took_after_a_remote_delete_is_the_stores)
+{
+    char *id = sy_id("/notes/r.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "printf 'edited here\\n' >> notes/r.md"), 0);
+    cr_assert_eq(sy_remote_delete(id), 200);
+    char *other = t_create_memory(&E.msd, store, "/notes/r.md", "written anew remotely\n");
+    cr_assert_not_null(other);
+    sy_after_sync();
+    sy_after_sync();
+    const char *const want[] = {
+        "/c.md", "base\n", "/other.md", "untouched\n",
+        "/notes/r.md", "written anew remotely\n", NULL,
+    };
+    char *last = NULL;
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    cr_expect(ok, "the store changed: %s", last);
+    free(last);
+    char *out = NULL;
+    sy_run(&out, "cat notes/r.md");
+    cr_expect_str_eq(out, "written anew remotely\n", "the store's memory does not show");
+    free(out);
+    char *n = mnt_q(&E, "SELECT count(*) FROM conflicts WHERE path = '/notes/r.md'");
+    cr_expect_str_eq(n, "1", "the local edit was not kept as a conflict record");
+    free(n);
+    cr_expect(sy_wait_clean(WITHIN), "the file stays pending");
+    free(other);
+    free(id);
+}

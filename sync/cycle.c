@@ -338,6 +338,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
     } else if (head.ok) {
         feed_commit(st, &head);
         st->feed.ready = true;
+        st->feed.want_full = false;
         st->feed.last_full_s = mono_s();
     }
     st->known = nr;

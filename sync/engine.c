@@ -259,6 +259,7 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
     if (!rc && head.ok) {
         feed_commit(st, &head);
         st->feed.ready = true;
+        st->feed.want_full = false;
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
         st->feed.last_full_s = (int64_t)t.tv_sec;

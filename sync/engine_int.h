@@ -29,6 +29,9 @@ struct feed {
     size_t n_seen;
     int64_t last_full_s; /* CLOCK_MONOTONIC seconds of the last full listing */
     int64_t last_read_s; /* ... and of the last read applied (listing or feed) */
+    bool want_full;      /* an upload met a newer version (409) the feed may have
+                          * named while its file was not decided (held, refused):
+                          * the feed will not name it again; the next sync lists */
     struct api_list extra; /* memories the feed named that the cache has not taken */
 };
 

@@ -309,7 +309,7 @@ int feed_head(struct syncer *s, struct sstore *st, struct feed_read *head)
 bool feed_usable(const struct syncer *s, const struct sstore *st, int64_t now_s)
 {
     const struct feed *fd = &st->feed;
-    if (!fd->ready || fd->unsupported)
+    if (!fd->ready || fd->unsupported || fd->want_full)
         return false;
     return s->o.full_resync_s <= 0 || now_s - fd->last_full_s < s->o.full_resync_s;
 }

@@ -186,9 +186,12 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
         break;
     case REC_FU_STORE_WINS:
         /* The next listing shows the remote change and pulls it; a refused
-         * delete brings the memory back. */
+         * delete brings the memory back.  A full one: the version the
+         * upload met may be one the feed named already, while the file was
+         * held or refused, and will not name again. */
         if (j->action == REC_DELETE)
             cache_tombstone_drop(s->c, st->id, j->memory_id);
+        st->feed.want_full = true;
         settle(cy, j);
         rep->conflicts++;
         break;

@@ -8,6 +8,8 @@
  * periodic full listing finds what the feed could not see and says so.
  * The mounts sync only when asked (memstorefs sync --wait). */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,5 +328,45 @@ Test(mount_sync_feed, the_full_resync_finds_what_the_feed_missed)
     cr_expect_eq(sy_log_count("the version feed missed changes", NULL), 1, "%s",
                  sy_log_grep("feed"));
     expect_cache_is_listing("after the full resync");
+    free(id);
+}
+
+/* The feed names a remote change of a file the sync does not decide then
+ * (held: written and flushed, its writer still open).  Once the writer
+ * closes, the update meets the newer version (409): the store wins, once.
+ * The next sync lists the store in full to pull what the feed gave before
+ * (the feed will not name it again), so it records one conflict and
+ * brings the file to the store's version, and does not fail the same
+ * update at every sync until the periodic full listing. */
+Test(mount_sync_feed, a_remote_change_met_while_the_file_was_held_is_pulled_at_once)
+{
+    mount_quiet("");
+    sy_after_sync();
+    char path[512];
+    snprintf(path, sizeof(path), "%s/s/m03.md", mnt);
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    cr_assert_eq(write(fd, "local edit\n", 11), 11);
+    int d = dup(fd);
+    cr_assert_eq(close(d), 0); /* a flush: held while fd stays open */
+    char *id = sy_id("/s/m03.md");
+    cr_assert_not_null(id);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote edit\\n\"}"), 200);
+    sy_after_sync(); /* the feed names it; the file is held */
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync(); /* the update meets the remote edit: the store wins */
+    sy_after_sync();
+    sy_after_sync();
+    char *got = sy_content("/s/m03.md");
+    cr_expect_str_eq(got ? got : "(none)", "remote edit\n");
+    free(got);
+    char *out = NULL;
+    sy_run(&out, "cat s/m03.md");
+    cr_expect_str_eq(out, "remote edit\n", "the store's version was not pulled");
+    free(out);
+    char *n = mnt_q(&E, "SELECT count(*) FROM conflicts WHERE path = '/s/m03.md'");
+    cr_expect_str_eq(n, "1", "not exactly one conflict record of the local edit");
+    free(n);
+    cr_expect_eq(sy_pending(), 0, "the file stays pending");
     free(id);
 }

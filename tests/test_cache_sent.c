@@ -91,6 +91,18 @@ static int64_t sent(uint64_t ino, const char *memory_id, const char *path, const
     return v.id;
 }
 
+/* The answer to upload id of ino: memory mem_id holds sha at path. */
+static struct cache_answer_result answered(int64_t id, uint64_t ino, const char *mem_id,
+                                           const char *sha, const char *path)
+{
+    struct cache_answer ans = {.sent_id = id, .ino = ino, .written_id = mem_id,
+                               .node_id = mem_id, .memory_id = mem_id, .sha = sha,
+                               .path = path};
+    struct cache_answer_result res;
+    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
+    return res;
+}
+
 /* An upload planned for a file that was replaced before it went out is
  * not recorded (so not sent). */
 Test(cache_sent, an_upload_of_a_replaced_file_is_not_recorded)
@@ -122,11 +134,7 @@ Test(cache_sent, an_answer_follows_an_atomic_save)
     cr_assert_eq(cache_set_content(C, tmp.ino, "v3", 2, 2, NULL), 0);
     cr_assert_eq(cache_rename(C, root, "sedXYZ", root, "a.md", 0), 0);
     cr_expect_eq(cache_sent_owner(C, id), tmp.ino, "the upload did not move to the new file");
-    struct cache_answer ans = {.sent_id = id, .ino = a, .written_id = "mem_a",
-                               .node_id = "mem_a", .memory_id = "mem_a", .sha = v2,
-                               .path = "/a.md"};
-    struct cache_answer_result res;
-    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
+    struct cache_answer_result res = answered(id, a, "mem_a", v2, "/a.md");
     cr_expect_eq(res.outcome, CACHE_ANS_APPLIED);
     cr_expect_eq(res.ino, tmp.ino);
     struct cnode n = node(tmp.ino);
@@ -154,12 +162,7 @@ Test(cache_sent, an_edit_back_to_the_baseline_while_the_upload_is_out_is_pushed)
     struct cnode n = node(a);
     cr_assert_eq(n.state, CNODE_CLEAN, "the revert to the baseline is not clean");
     cnode_clear(&n);
-    struct cache_answer ans = {.sent_id = id, .ino = a, .written_id = "mem_a",
-                               .node_id = "mem_a", .memory_id = "mem_a", .sha = v2,
-                               .path = "/a.md"};
-    struct cache_answer_result res;
-    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
-    cr_expect_eq(res.outcome, CACHE_ANS_APPLIED);
+    cr_expect_eq(answered(id, a, "mem_a", v2, "/a.md").outcome, CACHE_ANS_APPLIED);
     n = node(a);
     cr_expect_str_eq(n.base_sha, v2);
     cr_expect_str_eq(n.sha, sha_a);
@@ -170,10 +173,7 @@ Test(cache_sent, an_edit_back_to_the_baseline_while_the_upload_is_out_is_pushed)
     cr_assert_eq(cache_rename(C, root, "b.md", root, "c.md", 0), 0);
     id = sent(b, "mem_b", "/c.md", sha_b);
     cr_assert_eq(cache_rename(C, root, "c.md", root, "b.md", 0), 0);
-    ans = (struct cache_answer){.sent_id = id, .ino = b, .written_id = "mem_b",
-                                .node_id = "mem_b", .memory_id = "mem_b", .sha = sha_b,
-                                .path = "/c.md"};
-    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
+    (void)answered(id, b, "mem_b", sha_b, "/c.md");
     n = node(b);
     cr_expect_str_eq(n.base_path, "/c.md");
     cr_expect_eq(n.state, CNODE_DIRTY, "the rename undone is clean against the upload");

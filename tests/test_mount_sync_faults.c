@@ -126,21 +126,32 @@ Test(mount_sync_faults, a_dropped_answer_is_not_sent_twice_nor_a_conflict)
 /* A file removed while its create is in flight: the memory the create
  * made belongs to no file any more, so it is deleted at the next sync
  * instead of coming back into the mount. */
-Test(mount_sync_faults, a_file_removed_while_its_create_is_in_flight_stays_removed)
+/* Runs first, waits until the sync's request on route (path: its fault
+ * path) is at the server, held there 4 s, runs then, and lets the held
+ * answer arrive and two more syncs run. */
+static void while_held(const char *path, const char *route, const char *first, const char *then)
 {
     sy_after_sync();
-    sy_fault("{\"action\":\"latency\",\"latency_ms\":4000,\"count\":1,\"method\":\"POST\","
-             "\"path\":\"/v1/memory_stores/*/memories\"}");
-    long creates = t_route_count(&E.msd, CREATE_ROUTE);
-    cr_assert_eq(sy_run(NULL, "echo short-lived > gone.md"), 0);
-    /* Wait until the create is at the server (and held there). */
-    for (int i = 0; i < WITHIN * 10 && t_route_count(&E.msd, CREATE_ROUTE) == creates; i++)
+    char fault[200];
+    snprintf(fault, sizeof(fault),
+             "{\"action\":\"latency\",\"latency_ms\":4000,\"count\":1,\"method\":\"POST\","
+             "\"path\":\"%s\"}", path);
+    sy_fault(fault);
+    long before = t_route_count(&E.msd, route);
+    cr_assert_eq(sy_run(NULL, "%s", first), 0);
+    for (int i = 0; i < WITHIN * 10 && t_route_count(&E.msd, route) == before; i++)
         usleep(100 * 1000);
-    cr_assert_neq(t_route_count(&E.msd, CREATE_ROUTE), creates, "the create was never sent");
-    cr_assert_eq(sy_run(NULL, "rm gone.md"), 0);
+    cr_assert_neq(t_route_count(&E.msd, route), before, "%s was never sent", route);
+    cr_assert_eq(sy_run(NULL, "%s", then), 0);
     sleep(5); /* the held answer arrives */
     sy_after_sync();
     sy_after_sync();
+}
+
+Test(mount_sync_faults, a_file_removed_while_its_create_is_in_flight_stays_removed)
+{
+    while_held("/v1/memory_stores/*/memories", CREATE_ROUTE, "echo short-lived > gone.md",
+               "rm gone.md");
     char *c = sy_content("/gone.md");
     cr_expect_null(c, "the removed file stayed on the server: %s", c ? c : "");
     free(c);
@@ -156,18 +167,8 @@ Test(mount_sync_faults, a_file_removed_while_its_create_is_in_flight_stays_remov
  * revert is pushed on top of it, and never undone by the next sync. */
 Test(mount_sync_faults, an_edit_back_while_its_update_is_in_flight_reaches_the_store)
 {
-    sy_after_sync();
-    sy_fault("{\"action\":\"latency\",\"latency_ms\":4000,\"count\":1,\"method\":\"POST\","
-             "\"path\":\"/v1/memory_stores/*/memories/*\"}");
-    long updates = t_route_count(&E.msd, UPDATE_ROUTE);
-    cr_assert_eq(sy_run(NULL, "echo v2 > u.md"), 0);
-    for (int i = 0; i < WITHIN * 10 && t_route_count(&E.msd, UPDATE_ROUTE) == updates; i++)
-        usleep(100 * 1000);
-    cr_assert_neq(t_route_count(&E.msd, UPDATE_ROUTE), updates, "the update was never sent");
-    cr_assert_eq(sy_run(NULL, "echo v1 > u.md"), 0);
-    sleep(5); /* the held answer arrives */
-    sy_after_sync();
-    sy_after_sync();
+    while_held("/v1/memory_stores/*/memories/*", UPDATE_ROUTE, "echo v2 > u.md",
+               "echo v1 > u.md");
     const char *const want[] = {"/u.md", "v1\n", NULL};
     char *last = NULL;
     bool ok = sy_wait_server(want, WITHIN, &last);

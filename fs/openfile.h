@@ -83,8 +83,6 @@ bool ofile_writer_release(struct ofile *f);
 /* Sets the buffered modification time (touch on an open file). */
 void ofile_set_mtime(struct ofile *f, int64_t mtime_ns);
 
-/* True when row has an entry (takes only the table lock, so it may be
- * called with the cache lock held). */
 /* The cache's content of row changed under its open file (a remote
  * update): a buffer with no edit of its own is dropped, so the next read,
  * open or getattr takes the cache's version and size instead of bringing
@@ -92,6 +90,8 @@ void ofile_set_mtime(struct ofile *f, int64_t mtime_ns);
  * edits is kept: its next save finds the change (the store wins). */
 void ofile_forget_clean(uint64_t row);
 
+/* True when row has an entry (takes only the table lock, so it may be
+ * called with the cache lock held). */
 bool ofile_is_open(uint64_t row);
 /* The entry for row with one reference more, or NULL when the inode is
  * not open (nothing is created). */

@@ -125,13 +125,20 @@ Test(mount_sync_conflict, an_edit_still_open_loses_to_a_remote_change)
     free(id);
 }
 
-Test(mount_sync_conflict, deleted_remotely_edited_locally_is_created_again)
+/* notes/r.md edited here, its memory deleted at the server; its id. */
+static char *edit_here_delete_there(void)
 {
     char *id = sy_id("/notes/r.md");
     cr_assert_not_null(id);
     sy_after_sync();
     cr_assert_eq(sy_run(NULL, "printf 'edited here\\n' >> notes/r.md"), 0);
     cr_assert_eq(sy_remote_delete(id), 200);
+    return id;
+}
+
+Test(mount_sync_conflict, deleted_remotely_edited_locally_is_created_again)
+{
+    char *id = edit_here_delete_there();
 
     const char *const want[] = {
         "/c.md", "base\n", "/other.md", "untouched\n",
@@ -190,11 +197,7 @@ Test(mount_sync_conflict, a_local_rename_against_a_remote_edit_loses)
  * not keep asking to create the path again. */
 Test(mount_sync_conflict, a_path_another_memory_took_after_a_remote_delete_is_the_stores)
 {
-    char *id = sy_id("/notes/r.md");
-    cr_assert_not_null(id);
-    sy_after_sync();
-    cr_assert_eq(sy_run(NULL, "printf 'edited here\\n' >> notes/r.md"), 0);
-    cr_assert_eq(sy_remote_delete(id), 200);
+    char *id = edit_here_delete_there();
     char *other = t_create_memory(&E.msd, store, "/notes/r.md", "written anew remotely\n");
     cr_assert_not_null(other);
     sy_after_sync();

@@ -121,8 +121,10 @@ static void *run_bg(void *arg)
 Test(mount_sync_budget, a_429_pauses_every_store)
 {
     mount_two("");
-    /* Store A's first write gets a 429 that asks for 5 seconds (whichever
-     * sync sends it: the mount's first round may). */
+    /* The mounts' first rounds end first: one still running when b1.md is
+     * written could send it before A's 429 exists. */
+    sy_after_sync();
+    /* Store A's first write gets a 429 that asks for 5 seconds. */
     char f[400];
     snprintf(f, sizeof(f),
              "{\"action\":\"status\",\"status\":429,\"retry_after\":5,\"method\":\"POST\","

@@ -346,6 +346,17 @@ static int plan_file(struct cycle *cy, struct file *f)
                 return cache_mark_refused(s->c, n->ino, n->sha, why);
             }
         }
+        /* A memory gone from the store is no baseline any more: the file
+         * is re-created as a file never synced.  Kept, it would stand in
+         * the next listings built from the feed (feed_view) after the
+         * feed has named the deletion, beside the memory this create
+         * made if its answer is lost (two memories at one path), and the
+         * file would be sent to the deleted one first. */
+        bool recreate = o.action == REC_RECREATE;
+        if (recreate && (rc = cache_forget_base(s->c, n->ino)) != 0) {
+            free(buf);
+            return rc;
+        }
         struct job *j = plan_add(&cy->plan);
         if (!j) {
             free(buf);
@@ -353,7 +364,8 @@ static int plan_file(struct cycle *cy, struct file *f)
         }
         j->action = o.action;
         j->ino = n->ino;
-        snprintf(j->node_id, sizeof(j->node_id), "%s", o.adopted_sent ? o.base_id : n->memory_id);
+        snprintf(j->node_id, sizeof(j->node_id), "%s",
+                 recreate ? "" : o.adopted_sent ? o.base_id : n->memory_id);
         j->content = buf;
         j->content_len = len;
         snprintf(j->sha, sizeof(j->sha), "%s", send_content ? n->sha : o.base_sha);

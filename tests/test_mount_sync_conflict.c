@@ -164,6 +164,59 @@ Test(mount_sync_conflict, deleted_remotely_edited_locally_is_created_again)
     free(id);
 }
 
+/* The re-creation's answer is lost (the server made the memory, then the
+ * connection dropped): the next sync recognises the memory at the path as
+ * its own upload, so the file takes it; it is neither created a second
+ * time nor deleted as a memory no file has. */
+Test(mount_sync_conflict, a_re_creation_whose_answer_was_lost_is_adopted)
+{
+    /* Every answer to a create is lost (the first request makes the
+     * memory, each resend meets it) until the sync gives up. */
+    sy_fault("{\"action\":\"drop_after_commit\",\"count\":0,\"method\":\"POST\","
+             "\"path\":\"/v1/memory_stores/*/memories\"}");
+    char *id = edit_here_delete_there();
+    cr_assert(sy_wait_log(REC_MSG_UPLOAD_FAILED, "path=/notes/r.md", 1, WITHIN + 10),
+              "the re-creation did not fail");
+    sy_clear_faults();
+    const char *const want[] = {
+        "/c.md", "base\n", "/other.md", "untouched\n",
+        "/notes/r.md", "will be deleted remotely\nedited here\n", NULL,
+    };
+    char *last = NULL;
+    bool ok = sy_wait_server(want, 1, &last);
+    cr_assert(ok, "the re-creation was not made: %s", last);
+    free(last);
+    char *nid = sy_id("/notes/r.md");
+    cr_assert_not_null(nid);
+    cr_expect(sy_wait_clean(WITHIN), "the file stays pending");
+    sy_after_sync();
+    sy_after_sync();
+    ok = sy_wait_server(want, 1, &last);
+    cr_expect(ok, "a later sync changed the store: %s", last);
+    free(last);
+    char *now = sy_id("/notes/r.md");
+    cr_expect(now && strcmp(now, nid) == 0, "the re-created memory was replaced by %s",
+              now ? now : "nothing");
+    free(now);
+    cr_expect_eq(sy_count_versions(nid, NULL), 1, "the re-created memory was written again");
+    cr_expect_eq(sy_count_versions(NULL, "created"), 4, "the path was created twice");
+    cr_expect_eq(sy_count_versions(NULL, "deleted"), 1, "a memory was deleted by the daemon");
+    cr_expect_eq(sy_log_count("two memories at one path", NULL), 0,
+                 "the deleted memory was taken for listed");
+    char *out = NULL;
+    sy_run(&out, "cat notes/r.md");
+    cr_expect_str_eq(out, "will be deleted remotely\nedited here\n", "the local edit was lost");
+    free(out);
+    char *n = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(n, "0", "a conflict was recorded");
+    free(n);
+    n = mnt_q(&E, "SELECT count(*) FROM tombstones");
+    cr_expect_str_eq(n, "0", "a memory waits to be deleted");
+    free(n);
+    free(nid);
+    free(id);
+}
+
 Test(mount_sync_conflict, a_local_rename_against_a_remote_edit_loses)
 {
     char *id = sy_id("/other.md");

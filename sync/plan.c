@@ -87,21 +87,23 @@ static void sent_settled(struct cycle *cy, const struct cache_sent *x)
  * a new f) takes that memory over: the pair is one update of the memory,
  * as an overwrite would be, not a delete racing a create at the same path
  * (which met the memory still there and threw the new file away as a
- * conflict).  The tombstone such a file takes over, or NULL. */
+ * conflict).  Whatever the deletion mode: an update deletes nothing, and
+ * under log_only or disabled the memory stays at the path, where a new
+ * file not taking it over would meet it and be thrown away.  The
+ * tombstone such a file takes over, or NULL. */
 static const struct cache_tombstone *taken_over(const struct tombs *t, const struct cnode *n)
 {
     if (n->memory_id[0])
         return NULL;
     for (size_t i = 0; i < t->n; i++)
-        if (t->v[i].mode == CACHE_DEL_ENABLED && t->v[i].base_path &&
-            strcmp(t->v[i].base_path, n->path) == 0)
+        if (t->v[i].base_path && strcmp(t->v[i].base_path, n->path) == 0)
             return &t->v[i];
     return NULL;
 }
 
 static bool tomb_taken(const struct files *f, const struct cache_tombstone *t)
 {
-    for (size_t i = 0; t->mode == CACHE_DEL_ENABLED && i < f->n; i++)
+    for (size_t i = 0; i < f->n; i++)
         if (!f->v[i].n.memory_id[0] && t->base_path && strcmp(f->v[i].n.path, t->base_path) == 0)
             return true;
     return false;

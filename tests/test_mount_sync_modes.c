@@ -118,3 +118,47 @@ Test(mount_sync_modes, flush_finishes_and_says_what_it_did_not_delete)
     free(c);
     free(id);
 }
+
+/* rm k.md; then a new k.md (an editor that removes before it writes),
+ * under a mode that sends no deletion: the new file takes the memory over
+ * (one update), as in the default mode; it is not thrown away as a file
+ * never synced meeting the memory at its path. */
+static void rewrite_under(const char *mode)
+{
+    char opt[64];
+    snprintf(opt, sizeof(opt), "--sync-deletions %s", mode);
+    sy_mount(false, opt);
+    char *id = sy_id("/k.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "rm k.md && echo new > k.md"), 0);
+    const char *const want[] = {"/k.md", "new\n", "/other.md", "other\n", NULL};
+    char *last = NULL;
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    cr_expect(ok, "the new file did not reach the store: %s", last);
+    free(last);
+    sy_after_sync();
+    char *out = NULL;
+    sy_run(&out, "cat k.md 2>&1");
+    cr_expect_str_eq(out, "new\n", "the new file was thrown away");
+    free(out);
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(k, "0", "the new file was kept as a conflict record");
+    free(k);
+    char *now = sy_id("/k.md");
+    cr_expect(now && strcmp(now, id) == 0, "the memory was not taken over");
+    free(now);
+    cr_expect_eq(sy_count_versions(id, "deleted"), 0, "a deleted version was written");
+    cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+    free(id);
+}
+
+Test(mount_sync_modes, a_file_written_anew_after_a_log_only_removal_takes_the_memory_over)
+{
+    rewrite_under("log_only");
+}
+
+Test(mount_sync_modes, a_file_written_anew_after_a_disabled_removal_takes_the_memory_over)
+{
+    rewrite_under("disabled");
+}

@@ -474,8 +474,10 @@ int cache_revert_if(struct cache *c, uint64_t ino, const char *expect_sha,
  * NULL) tell which entry went, for the kernel. */
 int cache_drop_if(struct cache *c, uint64_t ino, const char *expect_sha, const char *expect_path,
                   uint64_t *parent, char **name);
-/* The remote memory is gone: the file becomes one never synced. */
-int cache_forget_base(struct cache *c, uint64_t ino);
+/* The remote memory is gone: the file becomes one never synced.  With
+ * memory_id, only while the file still has that memory (a file moved over
+ * a synced one meanwhile has taken that one's, which is not gone). */
+int cache_forget_base(struct cache *c, uint64_t ino, const char *memory_id);
 /* The server refused this content (sha): state refused, with the reason,
  * until the content changes (a write makes the file dirty again). */
 int cache_mark_refused(struct cache *c, uint64_t ino, const char *sha, const char *why);

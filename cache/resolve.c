@@ -93,15 +93,17 @@ out:
     return rc;
 }
 
-int cache_forget_base(struct cache *c, uint64_t ino)
+int cache_forget_base(struct cache *c, uint64_t ino, const char *memory_id)
 {
     sqlite3_stmt *st;
     db_lock(c);
     int rc = db_prepare(c, "UPDATE nodes SET memory_id = NULL, base_sha = NULL,"
                            " base_path = NULL, state = CASE WHEN state = 0 THEN 1 ELSE state END"
-                           " WHERE ino = ?", &st);
+                           " WHERE ino = ?1 AND (?2 IS NULL OR memory_id IS ?2)", &st);
     if (!rc) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+        if (memory_id)
+            sqlite3_bind_text(st, 2, memory_id, -1, SQLITE_TRANSIENT);
         rc = step_done(c, st, "forget baseline");
     }
     return db_unlock_rc(c, rc);

@@ -118,6 +118,22 @@ static bool owned_elsewhere(const struct files *f, const char *id, uint64_t ino)
     return false;
 }
 
+/* Memory R holds the bytes of a create whose answer was lost, sent for
+ * another live file never synced (since moved: an editor's backup by
+ * rename, then a new file at the path): that file takes R (remote_of_new),
+ * so R is not the memory of a new file at R's path. */
+static bool lost_upload_of_other(const struct sents *sv, const struct cache_remote *rm,
+                                 uint64_t ino)
+{
+    for (size_t i = 0; rm && i < sv->n; i++) {
+        const struct cache_sent *x = &sv->v[i];
+        if (!x->memory_id[0] && x->ino != ino && x->node_live && !x->node_id[0] &&
+            strcmp(x->sha, rm->sha) == 0 && strcmp(x->path, rm->path) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* The dirty file renamed away from the remote path of memory id, if any. */
 static const struct cnode *renamed_with(const struct files *f, const struct remote *r,
                                         const char *id)
@@ -258,6 +274,17 @@ static int plan_file(struct cycle *cy, struct file *f)
     struct syncer *s = cy->s;
     const struct cnode *n = &f->n;
     const struct cache_tombstone *tk = taken_over(&cy->tombs, n);
+    if (tk && !remote_find_id(&cy->r, tk->memory_id)) {
+        /* The memory it would take over is gone from the store: nothing is
+         * left to take over or to delete.  The tombstone goes now and the
+         * file is one never synced (kept, the tombstone's baseline would
+         * stand in listings built from the feed, beside the memory the
+         * file's create makes if its answer is lost). */
+        int rc = cache_tombstone_drop(s->c, st->id, tk->memory_id);
+        if (rc)
+            return rc;
+        tk = NULL;
+    }
     const char *base_id = tk ? tk->memory_id : n->memory_id;
     const struct cache_sent *sent = NULL;
     const struct cache_remote *rm;
@@ -285,7 +312,9 @@ static int plan_file(struct cycle *cy, struct file *f)
     /* A memory listed at the path of a new file but renamed away locally
      * frees the path: the rename goes out first (push.c), then the create.
      * Not a conflict. */
-    if (rm && !base_id[0] && owned_elsewhere(&cy->files, rm->memory_id, n->ino))
+    if (rm && !base_id[0] &&
+        (owned_elsewhere(&cy->files, rm->memory_id, n->ino) ||
+         (!sent && lost_upload_of_other(&cy->sent, rm, n->ino))))
         rm = NULL, sent = NULL;
     struct rec_in in = {
         .memory_id = base_id,
@@ -309,6 +338,8 @@ static int plan_file(struct cycle *cy, struct file *f)
         rc = cache_mark_synced(s->c, n->ino, o.base_id, o.base_sha, o.base_path);
         if (rc)
             return rc == -ENOENT ? 0 : rc;
+        /* Later files of this sync see the memory owned (owned_elsewhere). */
+        snprintf(f->n.memory_id, sizeof(f->n.memory_id), "%s", o.base_id);
     }
     switch (o.action) {
     case REC_CREATE:
@@ -355,7 +386,7 @@ static int plan_file(struct cycle *cy, struct file *f)
          * made if its answer is lost (two memories at one path), and the
          * file would be sent to the deleted one first. */
         bool recreate = o.action == REC_RECREATE;
-        if (recreate && (rc = cache_forget_base(s->c, n->ino)) != 0) {
+        if (recreate && (rc = cache_forget_base(s->c, n->ino, NULL)) != 0) {
             free(buf);
             return rc;
         }
@@ -440,7 +471,7 @@ static int plan_file(struct cycle *cy, struct file *f)
     case REC_KEEP_UNSYNCED:
     case REC_SKIP_REFUSED:
         if (o.forget_base)
-            rc = cache_forget_base(s->c, n->ino);
+            rc = cache_forget_base(s->c, n->ino, NULL);
         if (o.action == REC_SKIP_REFUSED)
             cy->rep.refused++;
         break;

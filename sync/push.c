@@ -65,8 +65,9 @@ static void record_sent(struct cycle *cy, const struct job **jv, size_t n)
     free(v);
 }
 
-/* Applies an upload's answer (memory m) to whichever file has it now. */
-static void answered(struct cycle *cy, const struct job *j, const char *memory_id,
+/* Applies an upload's answer (memory m) to whichever file has it now;
+ * whether m belongs to no file any more (recorded as a deletion). */
+static bool answered(struct cycle *cy, const struct job *j, const char *memory_id,
                      const char *sha, const char *path)
 {
     struct cache_answer a = {
@@ -76,13 +77,14 @@ static void answered(struct cycle *cy, const struct job *j, const char *memory_i
     };
     struct cache_answer_result res;
     if (cache_push_answered(cy->s->c, cy->st->id, &a, &res) != 0)
-        return; /* the cache logged it; the next listing settles it */
+        return false; /* the cache logged it; the next listing settles it */
     if (res.outcome == CACHE_ANS_FOREIGN)
         log_warn(MSG_FOREIGN_ANSWER, "memory_store_id", cy->st->id, "path", j->where,
                  "memory_id", memory_id);
     else if (res.outcome == CACHE_ANS_ORPHANED)
         log_debug("the file of an upload went while it was out; its memory is deleted",
                   "memory_store_id", cy->st->id, "path", j->where, "memory_id", memory_id);
+    return res.outcome == CACHE_ANS_ORPHANED;
 }
 
 /* The file an upload belongs to now (its record follows atomic saves). */
@@ -167,19 +169,25 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
             cache_tombstone_drop(s->c, st->id, j->memory_id);
             rep->deleted++;
         } else {
-            answered(cy, j, w->mem.id, w->mem.sha, w->mem.path);
+            bool orphaned = answered(cy, j, w->mem.id, w->mem.sha, w->mem.path);
             /* The version this push made (user.memstore.version_id). */
             struct cache_vnote v = {w->mem.id, w->mem.sha, w->mem.version_id,
                                     w->mem.updated_ns};
             cache_versions_note(s->c, st->id, &v, 1);
-            if (j->tomb_id[0]) /* the memory it took over is this one now */
+            /* The memory it took over is this one now, unless the file
+             * went while the upload was out: then the answer recorded that
+             * very memory as a deletion, which stays. */
+            if (j->tomb_id[0] && !(orphaned && strcmp(j->tomb_id, w->mem.id) == 0))
                 cache_tombstone_drop(s->c, st->id, j->tomb_id);
             rep->pushed++;
         }
         break;
     case REC_FU_ADOPT:
-        if (j->ino && named)
-            answered(cy, j, named->memory_id, named->sha, named->path);
+        if (j->ino && named) {
+            bool orphaned = answered(cy, j, named->memory_id, named->sha, named->path);
+            if (j->tomb_id[0] && !(orphaned && strcmp(j->tomb_id, named->memory_id) == 0))
+                cache_tombstone_drop(s->c, st->id, j->tomb_id);
+        }
         break;
     case REC_FU_GONE:
         cache_tombstone_drop(s->c, st->id, j->memory_id);
@@ -196,7 +204,9 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
         rep->conflicts++;
         break;
     case REC_FU_RECREATE:
-        cache_forget_base(s->c, owner(cy, j));
+        /* Only while the file still has the memory written: moved over a
+         * synced file meanwhile, it has that one's, which is not gone. */
+        cache_forget_base(s->c, owner(cy, j), j->memory_id[0] ? j->memory_id : NULL);
         if (j->tomb_id[0]) /* its memory is gone remotely */
             cache_tombstone_drop(s->c, st->id, j->tomb_id);
         settle(cy, j);

@@ -179,3 +179,132 @@ Test(mount_sync_faults, an_edit_back_while_its_update_is_in_flight_reaches_the_s
     cr_expect_str_eq(out, "v1\n", "the revert was undone locally");
     free(out);
 }
+
+/* rm u.md; a new u.md takes its memory over (an update), and is removed
+ * while that update is held at the server: once the answer lands, the
+ * memory belongs to no file and is deleted; u.md does not come back. */
+Test(mount_sync_faults, a_file_removed_while_its_takeover_is_in_flight_stays_removed)
+{
+    while_held("/v1/memory_stores/*/memories/*", UPDATE_ROUTE, "rm u.md && echo v2 > u.md",
+               "rm u.md");
+    sy_after_sync();
+    char *c = sy_content("/u.md");
+    cr_expect_null(c, "the removed file stayed on the server: %s", c ? c : "");
+    free(c);
+    char *out = NULL;
+    sy_run(&out, "ls u.md 2>&1 || true");
+    cr_expect(strstr(out, "No such file") != NULL, "the removed file came back: %s", out);
+    free(out);
+}
+
+/* A create whose every answer is lost, then an editor's backup by rename
+ * (mv n.md n.md~; a new n.md): the next sync finds the created memory at
+ * the old path and gives it to the renamed file; the new n.md is a new
+ * memory, not a file never synced meeting that memory (a false conflict
+ * that threw it away). */
+Test(mount_sync_faults, a_new_file_at_the_path_of_a_lost_create_moved_away_is_kept)
+{
+    sy_after_sync();
+    sy_fault("{\"action\":\"drop_after_commit\",\"count\":0,\"method\":\"POST\","
+             "\"path\":\"/v1/memory_stores/*/memories\"}");
+    cr_assert_eq(sy_run(NULL, "echo n1 > n.md"), 0);
+    cr_assert(sy_wait_log(REC_MSG_UPLOAD_FAILED, "path=/n.md", 1, WITHIN + 10),
+              "the create did not fail");
+    cr_assert_eq(sy_run(NULL, "mv n.md n.md~ && echo n2 > n.md"), 0);
+    sy_clear_faults();
+    const char *const want[] = {"/n.md", "n2\n", "/n.md~", "n1\n", "/u.md", "v1\n", NULL};
+    char *last = NULL;
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    cr_expect(ok, "the store did not get both files: %s", last);
+    free(last);
+    sy_after_sync();
+    char *out = NULL;
+    sy_run(&out, "cat n.md n.md~ 2>&1");
+    cr_expect_str_eq(out, "n2\nn1\n", "a local file was thrown away");
+    free(out);
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(k, "0", "a false conflict was recorded");
+    free(k);
+    cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+}
+
+/* u.md's update is held at the server while its memory is deleted there
+ * and u.md is moved over b.md (a synced file): the update meets 404, but
+ * the file has b.md's memory by then, which it keeps; its content goes
+ * to that memory, not into a conflict record against it. */
+Test(mount_sync_faults, a_404_after_the_file_was_moved_over_another_keeps_its_new_memory)
+{
+    cr_assert_eq(sy_run(NULL, "echo b1 > b.md"), 0);
+    const char *const first[] = {"/b.md", "b1\n", "/u.md", "v1\n", NULL};
+    char *last = NULL;
+    cr_assert(sy_wait_server(first, WITHIN, &last), "b.md was not pushed: %s", last);
+    free(last);
+    char *u_id = sy_id("/u.md"), *b_id = sy_id("/b.md");
+    cr_assert(u_id && b_id);
+    sy_after_sync();
+    sy_fault("{\"action\":\"latency\",\"latency_ms\":4000,\"count\":1,\"method\":\"POST\","
+             "\"path\":\"/v1/memory_stores/*/memories/*\"}");
+    long before = t_route_count(&E.msd, UPDATE_ROUTE);
+    cr_assert_eq(sy_run(NULL, "echo v2 > u.md"), 0);
+    for (int i = 0; i < WITHIN * 10 && t_route_count(&E.msd, UPDATE_ROUTE) == before; i++)
+        usleep(100 * 1000);
+    cr_assert_neq(t_route_count(&E.msd, UPDATE_ROUTE), before, "the update was never sent");
+    cr_assert_eq(sy_remote_delete(u_id), 200);
+    cr_assert_eq(sy_run(NULL, "mv u.md b.md"), 0);
+    sleep(5); /* the held update meets the deletion */
+    const char *const want[] = {"/b.md", "v2\n", NULL};
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    cr_expect(ok, "the moved file's content did not reach b.md's memory: %s", last);
+    free(last);
+    sy_after_sync();
+    char *now = sy_id("/b.md");
+    cr_expect(now && strcmp(now, b_id) == 0, "b.md's memory was replaced");
+    free(now);
+    char *out = NULL;
+    sy_run(&out, "cat b.md 2>&1");
+    cr_expect_str_eq(out, "v2\n", "the moved file lost its content");
+    free(out);
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(k, "0", "the moved file's content became a conflict record");
+    free(k);
+    free(u_id);
+    free(b_id);
+}
+
+/* rm u.md and a new u.md, while u.md's memory is deleted at the server:
+ * nothing is left to take over, so the new file is created; every answer
+ * to its create is lost.  The memory it made is the file's at the next
+ * sync: the deleted memory does not stand beside it in the listing (two
+ * memories at one path), and the file is neither thrown away nor
+ * created again. */
+Test(mount_sync_faults, a_lost_create_after_rm_and_a_remote_delete_is_adopted)
+{
+    char *u_id = sy_id("/u.md");
+    cr_assert_not_null(u_id);
+    sy_after_sync();
+    sy_fault("{\"action\":\"drop_after_commit\",\"count\":0,\"method\":\"POST\","
+             "\"path\":\"/v1/memory_stores/*/memories\"}");
+    cr_assert_eq(sy_remote_delete(u_id), 200);
+    cr_assert_eq(sy_run(NULL, "rm -f u.md; echo v2 > u.md"), 0);
+    cr_assert(sy_wait_log(REC_MSG_UPLOAD_FAILED, "path=/u.md", 1, WITHIN + 10),
+              "the create did not fail");
+    sy_clear_faults();
+    char *n = mnt_q(&E, "SELECT count(*) FROM tombstones");
+    cr_expect_str_eq(n, "0", "the deleted memory's tombstone stays");
+    free(n);
+    sy_after_sync();
+    sy_after_sync();
+    const char *const want[] = {"/u.md", "v2\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, 1, &last), "the store lost the new file: %s", last);
+    free(last);
+    cr_expect_eq(sy_count_versions(NULL, "created"), 2, "u.md was created twice");
+    cr_expect_eq(sy_log_count("two memories at one path", NULL), 0,
+                 "the deleted memory was taken for listed");
+    char *out = NULL;
+    sy_run(&out, "cat u.md 2>&1");
+    cr_expect_str_eq(out, "v2\n", "the new file was thrown away");
+    free(out);
+    cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+    free(u_id);
+}

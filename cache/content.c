@@ -88,7 +88,11 @@ static int content_check(struct cache *c, struct content_args *a, struct cnode *
         rc = db_get_node(c, a->ino, n);
     if (!rc && n->is_dir)
         rc = -EISDIR;
-    a->moved = !rc && a->expect && strcmp(n->sha, a->expect) != 0;
+    /* Moved: its content changed under the bytes, or the sync removed it
+     * (its memory deleted remotely, or moved onto a path taken): a node
+     * removed that way keeps its memory, one removed locally does not. */
+    a->moved = !rc && a->expect &&
+               (strcmp(n->sha, a->expect) != 0 || (n->unlinked && n->memory_id[0]));
     if (!rc)
         memcpy(a->store, store, sizeof(store));
     if (!rc && a->where && !a->path && !(a->path = strdup(n->path)))

@@ -125,6 +125,35 @@ Test(mount_sync_conflict, an_edit_still_open_loses_to_a_remote_change)
     free(id);
 }
 
+/* An edit still in an open file's buffer when a sync removes the file
+ * (its memory deleted remotely): the store wins, and the edit is kept as a
+ * conflict record, not saved onto the removed file where nothing would
+ * ever push or show it. */
+Test(mount_sync_conflict, an_edit_still_open_when_the_memory_is_deleted_remotely_is_kept)
+{
+    char *id = sy_id("/other.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    char path[600];
+    snprintf(path, sizeof(path), "%s/other.md", mnt);
+    int fd = open(path, O_WRONLY | O_APPEND);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(sy_remote_delete(id), 200);
+    sy_after_sync(); /* the sync removes the clean file while it is open */
+    cr_assert_neq(sy_run(NULL, "test -e other.md"), 0, "the sync did not remove other.md");
+    cr_assert_eq(write(fd, "open edit\n", 10), 10);
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync();
+    char *lost = mnt_q(&E, "SELECT CAST(b.data AS TEXT) FROM conflicts k JOIN blobs b"
+                           " ON b.sha = k.local_sha WHERE k.path = '/other.md'");
+    cr_expect_str_eq(lost, "untouched\nopen edit\n", "the open edit was not kept");
+    free(lost);
+    char *c = sy_content("/other.md");
+    cr_expect_null(c, "the deleted memory came back: %s", c ? c : "");
+    free(c);
+    free(id);
+}
+
 /* notes/r.md edited here, its memory deleted at the server; its id. */
 static char *edit_here_delete_there(void)
 {

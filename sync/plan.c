@@ -89,22 +89,35 @@ static void sent_settled(struct cycle *cy, const struct cache_sent *x)
  * (which met the memory still there and threw the new file away as a
  * conflict).  Whatever the deletion mode: an update deletes nothing, and
  * under log_only or disabled the memory stays at the path, where a new
- * file not taking it over would meet it and be thrown away.  The
- * tombstone such a file takes over, or NULL. */
-static const struct cache_tombstone *taken_over(const struct tombs *t, const struct cnode *n)
+ * file not taking it over would meet it and be thrown away.  Only a
+ * memory still at that path, or gone from the store (plan_file then drops
+ * the tombstone): one moved remotely is restored where it went
+ * (plan_tombstones), and the path is the new file's.  Whether tombstone t
+ * can be taken over by a file at its path. */
+static bool takeable(const struct remote *r, const struct cache_tombstone *t)
+{
+    const struct cache_remote *m = remote_find_id(r, t->memory_id);
+    return t->base_path && (!m || strcmp(m->path, t->base_path) == 0);
+}
+
+/* The tombstone a file never synced takes over, or NULL. */
+static const struct cache_tombstone *taken_over(const struct remote *r, const struct tombs *t,
+                                                const struct cnode *n)
 {
     if (n->memory_id[0])
         return NULL;
     for (size_t i = 0; i < t->n; i++)
-        if (t->v[i].base_path && strcmp(t->v[i].base_path, n->path) == 0)
+        if (t->v[i].base_path && strcmp(t->v[i].base_path, n->path) == 0 &&
+            takeable(r, &t->v[i]))
             return &t->v[i];
     return NULL;
 }
 
-static bool tomb_taken(const struct files *f, const struct cache_tombstone *t)
+static bool tomb_taken(const struct remote *r, const struct files *f,
+                       const struct cache_tombstone *t)
 {
-    for (size_t i = 0; i < f->n; i++)
-        if (!f->v[i].n.memory_id[0] && t->base_path && strcmp(f->v[i].n.path, t->base_path) == 0)
+    for (size_t i = 0; takeable(r, t) && i < f->n; i++)
+        if (!f->v[i].n.memory_id[0] && strcmp(f->v[i].n.path, t->base_path) == 0)
             return true;
     return false;
 }
@@ -183,7 +196,7 @@ static int plan_tombstones(struct cycle *cy)
     int rc = 0;
     for (size_t i = 0; i < cy->tombs.n && !rc; i++) {
         const struct cache_tombstone *t = &cy->tombs.v[i];
-        if (tomb_taken(&cy->files, t))
+        if (tomb_taken(&cy->r, &cy->files, t))
             continue; /* a new file at its path updates the memory (plan_file) */
         const struct cache_remote *rm = remote_find_id(&cy->r, t->memory_id);
         const struct cache_sent *sent = sent_match(&cy->sent, t->memory_id, 0, rm);
@@ -273,7 +286,7 @@ static int plan_file(struct cycle *cy, struct file *f)
     struct sstore *st = cy->st;
     struct syncer *s = cy->s;
     const struct cnode *n = &f->n;
-    const struct cache_tombstone *tk = taken_over(&cy->tombs, n);
+    const struct cache_tombstone *tk = taken_over(&cy->r, &cy->tombs, n);
     if (tk && !remote_find_id(&cy->r, tk->memory_id)) {
         /* The memory it would take over is gone from the store: nothing is
          * left to take over or to delete.  The tombstone goes now and the
@@ -384,9 +397,12 @@ static int plan_file(struct cycle *cy, struct file *f)
          * the next listings built from the feed (feed_view) after the
          * feed has named the deletion, beside the memory this create
          * made if its answer is lost (two memories at one path), and the
-         * file would be sent to the deleted one first. */
+         * file would be sent to the deleted one first.  Only while the
+         * file has that memory: moved over a synced file since, it has
+         * that one's, and the create is not sent (cache_sent_add). */
         bool recreate = o.action == REC_RECREATE;
-        if (recreate && (rc = cache_forget_base(s->c, n->ino, NULL)) != 0) {
+        const char *had = n->memory_id[0] ? n->memory_id : NULL;
+        if (recreate && (rc = cache_forget_base(s->c, n->ino, had)) != 0) {
             free(buf);
             return rc;
         }
@@ -471,7 +487,7 @@ static int plan_file(struct cycle *cy, struct file *f)
     case REC_KEEP_UNSYNCED:
     case REC_SKIP_REFUSED:
         if (o.forget_base)
-            rc = cache_forget_base(s->c, n->ino, NULL);
+            rc = cache_forget_base(s->c, n->ino, n->memory_id[0] ? n->memory_id : NULL);
         if (o.action == REC_SKIP_REFUSED)
             cy->rep.refused++;
         break;

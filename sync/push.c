@@ -183,11 +183,8 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
         }
         break;
     case REC_FU_ADOPT:
-        if (j->ino && named) {
-            bool orphaned = answered(cy, j, named->memory_id, named->sha, named->path);
-            if (j->tomb_id[0] && !(orphaned && strcmp(j->tomb_id, named->memory_id) == 0))
-                cache_tombstone_drop(s->c, st->id, j->tomb_id);
-        }
+        if (j->ino && named)
+            answered(cy, j, named->memory_id, named->sha, named->path);
         break;
     case REC_FU_GONE:
         cache_tombstone_drop(s->c, st->id, j->memory_id);
@@ -204,9 +201,11 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
         rep->conflicts++;
         break;
     case REC_FU_RECREATE:
-        /* Only while the file still has the memory written: moved over a
-         * synced file meanwhile, it has that one's, which is not gone. */
-        cache_forget_base(s->c, owner(cy, j), j->memory_id[0] ? j->memory_id : NULL);
+        /* Only while the file still has the memory it had when planned:
+         * moved over a synced file meanwhile, it has that one's, which is
+         * not gone. */
+        cache_forget_base(s->c, owner(cy, j),
+                          j->node_id[0] ? j->node_id : j->memory_id[0] ? j->memory_id : NULL);
         if (j->tomb_id[0]) /* its memory is gone remotely */
             cache_tombstone_drop(s->c, st->id, j->tomb_id);
         settle(cy, j);

@@ -154,6 +154,48 @@ Test(mount_sync_conflict, an_edit_still_open_when_the_memory_is_deleted_remotely
     free(id);
 }
 
+/* rm c.md and a new c.md, while c.md's memory is renamed at the server:
+ * the new file does not take over a memory that is no longer at its path
+ * (the store would win against it and throw it away, and the tombstone
+ * left would later delete the moved memory); the memory stays where it
+ * went, and the new file is created. */
+Test(mount_sync_conflict, a_new_file_does_not_take_over_a_memory_renamed_remotely)
+{
+    char *id = sy_id("/c.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    cr_assert_eq(sy_remote_update(id, "{\"path\":\"/moved.md\"}"), 200);
+    cr_assert_eq(sy_run(NULL, "rm -f c.md; echo new > c.md"), 0);
+    char *t = mnt_q(&E, "SELECT count(*) FROM tombstones");
+    cr_assert_str_eq(t, "1", "c.md was moved by a sync before rm");
+    free(t);
+    const char *const want[] = {
+        "/c.md", "new\n", "/moved.md", "base\n", "/notes/r.md", "will be deleted remotely\n",
+        "/other.md", "untouched\n", NULL,
+    };
+    char *last = NULL;
+    bool ok = sy_wait_server(want, WITHIN, &last);
+    cr_expect(ok, "the store did not keep both: %s", last);
+    free(last);
+    sy_after_sync();
+    sy_after_sync();
+    ok = sy_wait_server(want, 1, &last);
+    cr_expect(ok, "a later sync changed the store: %s", last);
+    free(last);
+    char *now = sy_id("/moved.md");
+    cr_expect(now && strcmp(now, id) == 0, "the renamed memory was replaced");
+    free(now);
+    cr_expect_eq(sy_count_versions(id, "deleted"), 0, "the renamed memory was deleted");
+    char *out = NULL;
+    sy_run(&out, "cat c.md moved.md 2>&1");
+    cr_expect_str_eq(out, "new\nbase\n", "the mount does not show both");
+    free(out);
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(k, "0", "the new file was kept as a conflict record");
+    free(k);
+    free(id);
+}
+
 /* notes/r.md edited here, its memory deleted at the server; its id. */
 static char *edit_here_delete_there(void)
 {

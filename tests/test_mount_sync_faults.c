@@ -286,6 +286,10 @@ Test(mount_sync_faults, a_lost_create_after_rm_and_a_remote_delete_is_adopted)
              "\"path\":\"/v1/memory_stores/*/memories\"}");
     cr_assert_eq(sy_remote_delete(u_id), 200);
     cr_assert_eq(sy_run(NULL, "rm -f u.md; echo v2 > u.md"), 0);
+    /* rm made a deletion (no sync removed the clean u.md before it). */
+    char *t = mnt_q(&E, "SELECT count(*) FROM tombstones");
+    cr_assert_str_eq(t, "1", "u.md was removed by a sync before rm");
+    free(t);
     cr_assert(sy_wait_log(REC_MSG_UPLOAD_FAILED, "path=/u.md", 1, WITHIN + 10),
               "the create did not fail");
     sy_clear_faults();

@@ -150,6 +150,9 @@ static void rewrite_under(const char *mode)
     free(now);
     cr_expect_eq(sy_count_versions(id, "deleted"), 0, "a deleted version was written");
     cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+    k = mnt_q(&E, "SELECT count(*) FROM tombstones");
+    cr_expect_str_eq(k, "0", "the removed file's deletion stays recorded");
+    free(k);
     free(id);
 }
 

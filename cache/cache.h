@@ -369,6 +369,11 @@ int cache_mark_dirty(struct cache *c, uint64_t ino);
  * pushed (CACHE_SAVED; with final, CACHE_HELD too: the last sync before
  * the writer goes away), in path order; the cnode carries the baseline
  * (memory_id, base_sha, base_path: "" when never synced). */
+/* Every live file of the store that has a memory and that the apply of a
+ * listing leaves alone (state not clean: dirty, held by a writer,
+ * refused), with its baseline, in no particular order.  fn returning
+ * nonzero stops the walk; that value is returned. */
+int cache_unsettled_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);
 int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_node_fn fn,
                       void *arg);
 

@@ -50,6 +50,33 @@ out:
     return rc;
 }
 
+int cache_unsettled_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
+                           " AND state > 0 AND memory_id IS NOT NULL AND unlinked = 0"
+                           " AND parent IS NOT NULL", &st);
+    if (rc)
+        goto out;
+    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+    int r = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct cnode n;
+        r = db_row_to_node(st, &n);
+        if (!r)
+            r = fn(arg, &n);
+        cnode_clear(&n);
+        if (r)
+            break;
+    }
+    rc = r ? r : rc == SQLITE_DONE ? 0 : db_fail(c, rc, "unsettled files");
+    db_finish(c, st);
+out:
+    db_unlock(c);
+    return rc;
+}
+
 /* Runs a bound SELECT EXISTS(...) and finishes it: its answer in *yes
  * (left as it was on error). */
 static int step_exists(struct cache *c, sqlite3_stmt *st, const char *what, bool *yes)

@@ -150,6 +150,26 @@ static void settle_lost_creates(struct cycle *cy)
     }
 }
 
+/* Whether the store holds, for a file the apply left alone (held by a
+ * writer, dirty but not decided, written during the sync), something
+ * else than the file's baseline.  The version feed names a change once:
+ * a file not decided now would later be decided against its baseline as
+ * if nothing changed (a remote rename undone by the file's next update,
+ * which a rename cannot refuse).  Until it is decided, the syncs list
+ * the store in full. */
+static int missed_one(void *arg, const struct cnode *n)
+{
+    const struct remote *r = arg;
+    const struct cache_remote *x = remote_find_id(r, n->memory_id);
+    return !x || strcmp(x->sha, n->base_sha) != 0 ||
+           strcmp(x->path, n->base_path ? n->base_path : "") != 0;
+}
+
+static bool missed_changes(struct cycle *cy)
+{
+    return cache_unsettled_files(cy->s->c, cy->st->id, missed_one, &cy->r) != 0;
+}
+
 /* Reloads what the decisions read from the cache. */
 static int load_local(struct cycle *cy)
 {
@@ -332,13 +352,16 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
         goto out;
     /* The remote side is applied: the feed's watermark moves (or, after a
      * full listing, is set from the head read before it). */
+    bool missed = (fr.ok || head.ok) && missed_changes(&cy);
     if (fr.ok) {
         feed_keep_unplaced(s, st, &fr);
         feed_commit(st, &fr);
+        if (missed)
+            st->feed.want_full = true;
     } else if (head.ok) {
         feed_commit(st, &head);
         st->feed.ready = true;
-        st->feed.want_full = false;
+        st->feed.want_full = missed;
         st->feed.last_full_s = mono_s();
     }
     st->known = nr;

@@ -370,3 +370,45 @@ Test(mount_sync_feed, a_remote_change_met_while_the_file_was_held_is_pulled_at_o
     cr_expect_eq(sy_pending(), 0, "the file stays pending");
     free(id);
 }
+
+/* The same with a remote rename, which an update of the content alone
+ * does not meet (a rename keeps the hash: no 409): the feed names the
+ * rename while the file is held, and the apply leaves the held file
+ * alone.  The syncs list the store in full until the file is decided, so
+ * the store wins (the local edit kept as a record, the file at the
+ * memory's new path); the rename is not undone by a path update sent
+ * back from the file's old path. */
+Test(mount_sync_feed, a_remote_rename_met_while_the_file_was_held_is_not_undone)
+{
+    mount_quiet("");
+    sy_after_sync();
+    char path[512];
+    snprintf(path, sizeof(path), "%s/s/m03.md", mnt);
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    cr_assert_eq(write(fd, "local edit\n", 11), 11);
+    int d = dup(fd);
+    cr_assert_eq(close(d), 0); /* a flush: held while fd stays open */
+    char *id = sy_id("/s/m03.md");
+    cr_assert_not_null(id);
+    cr_assert_eq(sy_remote_update(id, "{\"path\":\"/s/moved.md\"}"), 200);
+    sy_after_sync(); /* the feed names it; the file is held */
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync();
+    sy_after_sync();
+    char *got = sy_content("/s/moved.md");
+    cr_expect_str_eq(got ? got : "(none)", "seed 3\n", "the remote rename was undone");
+    free(got);
+    got = sy_content("/s/m03.md");
+    cr_expect_null(got, "the memory went back to its old path");
+    free(got);
+    char *out = NULL;
+    sy_run(&out, "cat s/moved.md 2>&1; test -e s/m03.md && echo old path still there");
+    cr_expect_str_eq(out, "seed 3\n", "the mount does not show the store's version");
+    free(out);
+    char *n = mnt_q(&E, "SELECT count(*) FROM conflicts WHERE path = '/s/m03.md'");
+    cr_expect_str_eq(n, "1", "not exactly one conflict record of the local edit");
+    free(n);
+    cr_expect_eq(sy_pending(), 0, "the file stays pending");
+    free(id);
+}

@@ -331,5 +331,8 @@ int db_content_put(struct cache *c, uint64_t ino, const char *buf, size_t len, i
 
 /* Fills n from a row selected with NODE_COLS (n is cleared with cnode_clear). */
 int db_row_to_node(sqlite3_stmt *st, struct cnode *n);
+/* Steps st (NODE_COLS rows) and finishes it, calling fn on each row;
+ * fn returning non-zero stops the walk, and that value is returned. */
+int db_each_node(struct cache *c, sqlite3_stmt *st, cache_node_fn fn, void *arg);
 
 #endif

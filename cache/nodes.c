@@ -196,8 +196,7 @@ int cache_lookup(struct cache *c, uint64_t parent, const char *name, struct cnod
     return rc;
 }
 
-/* Steps st, calling fn on each row. */
-static int each_node(struct cache *c, sqlite3_stmt *st, cache_node_fn fn, void *arg)
+int db_each_node(struct cache *c, sqlite3_stmt *st, cache_node_fn fn, void *arg)
 {
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -224,7 +223,7 @@ int cache_readdir(struct cache *c, uint64_t dir, uint64_t after, cache_node_fn f
     if (!rc) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)dir);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)after);
-        rc = each_node(c, st, fn, arg);
+        rc = db_each_node(c, st, fn, arg);
     }
     db_unlock(c);
     return rc;
@@ -238,7 +237,7 @@ int cache_store_files(struct cache *c, const char *store_id, cache_node_fn fn, v
                            " AND unlinked = 0 AND parent IS NOT NULL ORDER BY path", &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-        rc = each_node(c, st, fn, arg);
+        rc = db_each_node(c, st, fn, arg);
     }
     db_unlock(c);
     return rc;

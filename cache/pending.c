@@ -30,21 +30,7 @@ int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_n
         goto out;
     sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(st, 2, final);
-    int r = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct cnode n;
-        r = db_row_to_node(st, &n);
-        if (!r)
-            r = fn(arg, &n);
-        cnode_clear(&n);
-        if (r)
-            break;
-    }
-    if (r)
-        rc = r; /* fn's value (or -ENOMEM) */
-    else
-        rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "dirty files");
-    db_finish(c, st);
+    rc = db_each_node(c, st, fn, arg);
 out:
     db_unlock(c);
     return rc;
@@ -57,22 +43,10 @@ int cache_unsettled_files(struct cache *c, const char *store_id, cache_node_fn f
     int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
                            " AND state > 0 AND memory_id IS NOT NULL AND unlinked = 0"
                            " AND parent IS NOT NULL", &st);
-    if (rc)
-        goto out;
-    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-    int r = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct cnode n;
-        r = db_row_to_node(st, &n);
-        if (!r)
-            r = fn(arg, &n);
-        cnode_clear(&n);
-        if (r)
-            break;
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = db_each_node(c, st, fn, arg);
     }
-    rc = r ? r : rc == SQLITE_DONE ? 0 : db_fail(c, rc, "unsettled files");
-    db_finish(c, st);
-out:
     db_unlock(c);
     return rc;
 }

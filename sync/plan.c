@@ -107,8 +107,7 @@ static const struct cache_tombstone *taken_over(const struct remote *r, const st
     if (n->memory_id[0])
         return NULL;
     for (size_t i = 0; i < t->n; i++)
-        if (t->v[i].base_path && strcmp(t->v[i].base_path, n->path) == 0 &&
-            takeable(r, &t->v[i]))
+        if (takeable(r, &t->v[i]) && strcmp(t->v[i].base_path, n->path) == 0)
             return &t->v[i];
     return NULL;
 }

@@ -359,6 +359,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
         if (missed)
             st->feed.want_full = true;
     } else if (head.ok) {
+        feed_keep_listed_unplaced(s, st, rl, nr);
         feed_commit(st, &head);
         st->feed.ready = true;
         st->feed.want_full = missed;

@@ -109,6 +109,11 @@ void feed_commit(struct sstore *st, struct feed_read *fr);
 int feed_view(struct syncer *s, struct sstore *st, struct feed_read *fr, struct api_list *view);
 /* After the apply: the changes the cache did not take, offered again. */
 void feed_keep_unplaced(struct syncer *s, struct sstore *st, const struct feed_read *fr);
+/* After the apply of a full listing rl: extra becomes what it could not
+ * place (the feed will not name those again); what extra held before, the
+ * listing settled.  Kept as it was when the cache cannot be read. */
+void feed_keep_listed_unplaced(struct syncer *s, struct sstore *st,
+                               const struct cache_remote *rl, size_t nr);
 void feed_read_free(struct feed_read *fr);
 void feed_free(struct feed *fd);
 

@@ -7,8 +7,10 @@
  *    last applied read started, or, when the server sends no Date, the
  *    newest created_at it read (the server's clock either way, never ours);
  *  - seen[]: the ids of the versions read at or after mark_ns - OVERLAP;
- *  - extra: memories the feed reported that the cache could not take yet
- *    (below a local file, ...), offered again to every later sync.
+ *  - extra: memories the feed reported, or a full listing held, that the
+ *    cache could not take yet (below a local file, at the path of a new
+ *    file its writer holds, ...), offered again to every later sync; each
+ *    full listing replaces it with what it could not place.
  * A read asks for every version created at or after mark_ns - OVERLAP
  * (newest first): a write stamped before the last read started but not
  * visible to it (committed late, at most OVERLAP after its stamp) is in
@@ -370,4 +372,34 @@ void feed_keep_unplaced(struct syncer *s, struct sstore *st, const struct feed_r
         if (!cache_memory_known(s->c, st->id, m->id))
             api_list_add(&st->feed.extra, m->id, m->path, m->sha, m->size, m->updated_ns);
     }
+}
+
+void feed_keep_listed_unplaced(struct syncer *s, struct sstore *st,
+                               const struct cache_remote *rl, size_t nr)
+{
+    struct cache_base *b = NULL;
+    size_t nb = 0;
+    if (cache_baselines(s->c, st->id, &b, &nb))
+        return; /* extra kept as it is: offered again, settled later */
+    char **ids = calloc(nb + 1, sizeof(*ids));
+    struct api_list keep = {0};
+    int rc = ids ? 0 : -ENOMEM;
+    for (size_t i = 0; !rc && i < nb; i++)
+        ids[i] = b[i].memory_id;
+    if (!rc && nb > 1)
+        qsort(ids, nb, sizeof(*ids), cmp_str);
+    /* Most of a listing is in the baselines; the rest is checked as the
+     * feed's changes are (a tombstone, a node not synced back yet). */
+    for (size_t i = 0; !rc && i < nr; i++)
+        if (!in_ids(ids, nb, rl[i].memory_id) && !cache_memory_known(s->c, st->id, rl[i].memory_id))
+            rc = api_list_add(&keep, rl[i].memory_id, rl[i].path, rl[i].sha, (long)rl[i].size,
+                              rl[i].mtime_ns);
+    if (!rc) {
+        api_list_free(&st->feed.extra);
+        st->feed.extra = keep;
+    } else {
+        api_list_free(&keep);
+    }
+    free(ids);
+    cache_baselines_free(b, nb);
 }

@@ -408,3 +408,48 @@ Test(mount_sync_feed, a_remote_rename_met_while_the_file_was_held_is_not_undone)
     cr_expect_eq(sy_pending(), 0, "the file stays pending");
     free(id);
 }
+
+/* A new file held by its writer (flushed, never pushed) while a memory is
+ * created remotely at its path, then a full listing: the apply cannot
+ * place the memory where the held file stands, and the feed will not name
+ * it again (the listing's head read it).  The listing keeps it for the
+ * syncs from the feed that follow, so once the writer closes the store
+ * wins (the local file kept as a record) instead of the file's create
+ * meeting a 409 at every sync until the next full listing. */
+Test(mount_sync_feed, a_memory_a_full_listing_could_not_place_is_not_forgotten)
+{
+    mount_quiet("--full-resync 30");
+    sy_after_sync();
+    char path[512];
+    snprintf(path, sizeof(path), "%s/s/new.md", mnt);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    cr_assert_eq(write(fd, "local\n", 6), 6);
+    int d = dup(fd);
+    cr_assert_eq(close(d), 0); /* a flush: held while fd stays open */
+    char *id = t_create_memory(&E.msd, store, "/s/new.md", "remote\n");
+    cr_assert_not_null(id);
+    sleep(31); /* past --full-resync */
+    long lists = t_route_count(&E.msd, LIST_ROUTE);
+    sy_after_sync();
+    cr_assert_gt(t_route_count(&E.msd, LIST_ROUTE), lists, "no full listing: the test proves "
+                                                           "nothing");
+    cr_assert_eq(close(fd), 0);
+    lists = t_route_count(&E.msd, LIST_ROUTE);
+    sy_after_sync();
+    sy_after_sync();
+    cr_expect_eq(t_route_count(&E.msd, LIST_ROUTE), lists, "the syncs listed in full: the test "
+                                                           "proves nothing");
+    char *got = sy_content("/s/new.md");
+    cr_expect_str_eq(got ? got : "(none)", "remote\n", "the store's memory was replaced");
+    free(got);
+    char *out = NULL;
+    sy_run(&out, "cat s/new.md");
+    cr_expect_str_eq(out, "remote\n", "the mount does not show the store's version");
+    free(out);
+    char *n = mnt_q(&E, "SELECT count(*) FROM conflicts WHERE path = '/s/new.md'");
+    cr_expect_str_eq(n, "1", "not exactly one conflict record of the local file");
+    free(n);
+    cr_expect_eq(sy_pending(), 0, "the file stays pending");
+    free(id);
+}

@@ -340,8 +340,9 @@ Test(mount_sync_feed, the_full_resync_finds_what_the_feed_missed)
  * update at every sync until the periodic full listing. */
 /* s/m03.md edited and held by a writer while its memory is changed
  * remotely (body: the update's JSON) and a sync reads the feed; then the
- * writer closes.  The memory's id. */
-static char *remote_change_while_held(const char *body)
+ * writer rewrites the file with back (NULL: leaves the edit) and closes.
+ * The memory's id. */
+static char *remote_change_while_held(const char *body, const char *back)
 {
     mount_quiet("");
     sy_after_sync();
@@ -356,13 +357,17 @@ static char *remote_change_while_held(const char *body)
     cr_assert_not_null(id);
     cr_assert_eq(sy_remote_update(id, body), 200);
     sy_after_sync(); /* the feed names it; the file is held */
+    if (back) {
+        cr_assert_eq(ftruncate(fd, 0), 0);
+        cr_assert_eq(pwrite(fd, back, strlen(back), 0), (ssize_t)strlen(back));
+    }
     cr_assert_eq(close(fd), 0);
     return id;
 }
 
 Test(mount_sync_feed, a_remote_change_met_while_the_file_was_held_is_pulled_at_once)
 {
-    char *id = remote_change_while_held("{\"content\":\"remote edit\\n\"}");
+    char *id = remote_change_while_held("{\"content\":\"remote edit\\n\"}", NULL);
     sy_after_sync(); /* the update meets the remote edit: the store wins */
     sy_after_sync();
     sy_after_sync();
@@ -389,7 +394,7 @@ Test(mount_sync_feed, a_remote_change_met_while_the_file_was_held_is_pulled_at_o
  * back from the file's old path. */
 Test(mount_sync_feed, a_remote_rename_met_while_the_file_was_held_is_not_undone)
 {
-    char *id = remote_change_while_held("{\"path\":\"/s/moved.md\"}");
+    char *id = remote_change_while_held("{\"path\":\"/s/moved.md\"}", NULL);
     sy_after_sync();
     sy_after_sync();
     char *got = sy_content("/s/moved.md");
@@ -404,6 +409,30 @@ Test(mount_sync_feed, a_remote_rename_met_while_the_file_was_held_is_not_undone)
     free(out);
     char *n = mnt_q(&E, "SELECT count(*) FROM conflicts WHERE path = '/s/m03.md'");
     cr_expect_str_eq(n, "1", "not exactly one conflict record of the local edit");
+    free(n);
+    cr_expect_eq(sy_pending(), 0, "the file stays pending");
+    free(id);
+}
+
+/* The same, but the writer puts the file back as it was before it
+ * closes: nothing local is left to keep, so the store's version comes in
+ * with no conflict record, and nothing is sent. */
+Test(mount_sync_feed, a_held_file_put_back_as_it_was_takes_the_remote_change)
+{
+    char *id = remote_change_while_held("{\"content\":\"remote edit\\n\"}", "seed 3\n");
+    long writes = sy_writes();
+    sy_after_sync();
+    sy_after_sync();
+    char *out = NULL;
+    sy_run(&out, "cat s/m03.md");
+    cr_expect_str_eq(out, "remote edit\n", "the store's version was not pulled");
+    free(out);
+    char *got = sy_content("/s/m03.md");
+    cr_expect_str_eq(got ? got : "(none)", "remote edit\n", "the store's version was replaced");
+    free(got);
+    cr_expect_eq(sy_writes(), writes, "the file was sent back");
+    char *n = mnt_q(&E, "SELECT count(*) FROM conflicts WHERE path = '/s/m03.md'");
+    cr_expect_str_eq(n, "0", "a conflict record of content the store already had");
     free(n);
     cr_expect_eq(sy_pending(), 0, "the file stays pending");
     free(id);

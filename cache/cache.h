@@ -93,6 +93,8 @@ int cache_store_attach(struct cache *c, const char *store_id, bool read_only,
 int cache_store_set_mode(struct cache *c, const char *store_id, enum cache_del_mode mode);
 
 int cache_getattr(struct cache *c, uint64_t ino, struct cnode *out);
+/* The id of the store a node (any, even unlinked) belongs to; -ENOENT. */
+int cache_store_of(struct cache *c, uint64_t ino, char store_out[CACHE_ID_MAX]);
 int cache_lookup(struct cache *c, uint64_t parent, const char *name, struct cnode *out);
 
 /* Children of dir with ino > after, in ino order; fn returns non-zero to

@@ -169,6 +169,14 @@ out:
     return rc;
 }
 
+int cache_store_of(struct cache *c, uint64_t ino, char store_out[CACHE_ID_MAX])
+{
+    db_lock(c);
+    int rc = db_writable_store(c, ino, store_out, NULL);
+    db_unlock(c);
+    return rc == -EROFS ? 0 : rc;
+}
+
 int cache_getattr(struct cache *c, uint64_t ino, struct cnode *out)
 {
     sqlite3_stmt *st;

@@ -1,6 +1,8 @@
 /* finalsync.c - the final sync of stores at unmount (memstorefs unmount,
- * the session's end, a signal): a short grace for files still open with
- * unsaved edits, which are then kept as records; the sync of every store
+ * the session's end, a signal): a short grace for the files of those
+ * stores still open with unsaved edits, which are then kept as records
+ * (their buffers left as they are; the daemon's other stores' open files
+ * are not this unmount's to wait for or touch); the sync of every store
  * on a thread of its own, bounded by the flush timeout, past which the
  * requests in flight are cancelled and what they carried stays dirty in
  * the cache for the next mount; then one line per store with something
@@ -8,6 +10,7 @@
  * Main thread only (the sync runs on its helper thread, joined here). */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +40,20 @@ static void *final_main(void *arg)
     return NULL;
 }
 
+/* Whether an open file's row belongs to one of the stores being
+ * unmounted: the open files of the others are none of this unmount's. */
+static bool of_these(void *arg, uint64_t row)
+{
+    const struct final_job *j = arg;
+    char id[CACHE_ID_MAX];
+    if (cache_store_of(j->d->cache, row, id) != 0)
+        return false;
+    for (size_t i = 0; i < j->n; i++)
+        if (strcmp(j->v[i]->id, id) == 0)
+            return true;
+    return false;
+}
+
 /* The contract: daemon.h. */
 size_t daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, FILE *report)
 {
@@ -47,10 +64,12 @@ size_t daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, FILE *
      * with unsaved edits get a short grace to be closed (a tenth of the
      * flush timeout); past it, their edits are kept as records (memstorefs
      * conflicts) and the final sync pushes their last saved state. */
+    struct final_job j = {d, v, n};
     int64_t grace_ms = (int64_t)d->flush_timeout * 100;
-    for (int64_t waited = 0; waited < grace_ms && ofile_unsaved_count() > 0; waited += 100)
+    for (int64_t waited = 0; waited < grace_ms && ofile_unsaved_count(of_these, &j) > 0;
+         waited += 100)
         usleep(100 * 1000);
-    size_t failed = 0, kept = ofile_keep_unsaved_all(d->cache, &failed);
+    size_t failed = 0, kept = ofile_keep_unsaved_all(d->cache, of_these, &j, &failed);
     if (kept) {
         char nk[32];
         snprintf(nk, sizeof(nk), "%zu", kept);
@@ -61,7 +80,6 @@ size_t daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, FILE *
     if (failed)
         log_error("cannot keep the unsaved edits of a file still open at unmount", "cache_dir",
                   d->cache_dir);
-    struct final_job j = {d, v, n};
     pthread_t t;
     if (pthread_create(&t, NULL, final_main, &j) != 0) {
         final_main(&j);

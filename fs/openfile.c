@@ -11,8 +11,9 @@
  * finished is pushed by a periodic sync: saved by fsync or by the release
  * of the last writable handle (a flush, the close of one descriptor, may
  * leave others of the same writer open: its content is held, pushed only
- * by the final sync).  At unmount, an edit no flush saved is kept as a
- * record (ofile_keep_unsaved_all), not as the file's content.  A clean buffer whose
+ * by the final sync).  At the unmount of its store, an edit no flush saved
+ * is kept as a record (ofile_keep_unsaved_all), not as the file's content,
+ * and the buffer stays (what its writer closes later is saved whole).  A clean buffer whose
  * cache content changed (a remote update) is dropped when the sync tells
  * the kernel (ofile_forget_clean), before the kernel drops its pages, and
  * the next read, open or getattr takes the cache's version.
@@ -255,6 +256,7 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
                                          from, false, sha);
         if (!rc) {
             f->dirty = false;
+            f->kept = false;
             f->unsaved = false;
             f->held = held;
             memcpy(f->sha, sha, sizeof(sha));
@@ -263,6 +265,7 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
                      "detail", "the edit of a file still open lost to the store; it is kept as "
                      "a conflict record (memstorefs conflicts)");
             f->dirty = false;
+            f->kept = false;
             f->unsaved = false;
             f->held = false;
             f->loaded = false; /* the next open or read loads the store's version */
@@ -304,13 +307,19 @@ static struct ofile **take_all(size_t *n)
     return v;
 }
 
-size_t ofile_unsaved_count(void)
+/* An edit no flush saved, in one of mine's files, not kept yet. */
+static bool unsaved_locked(struct ofile *f, ofile_mine_fn mine, void *arg)
+{
+    return f->loaded && f->dirty && !f->kept && mine(arg, f->row);
+}
+
+size_t ofile_unsaved_count(ofile_mine_fn mine, void *arg)
 {
     size_t n = 0, k = 0;
     struct ofile **v = take_all(&n);
     for (size_t i = 0; i < n; i++) {
         pthread_mutex_lock(&v[i]->lock);
-        k += v[i]->loaded && v[i]->dirty;
+        k += unsaved_locked(v[i], mine, arg);
         pthread_mutex_unlock(&v[i]->lock);
         ofile_put(v[i]);
     }
@@ -318,7 +327,7 @@ size_t ofile_unsaved_count(void)
     return k;
 }
 
-size_t ofile_keep_unsaved_all(struct cache *c, size_t *failed)
+size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, void *arg, size_t *failed)
 {
     /* An entry's lock comes before the cache's, never after the table's:
      * references are taken under the table lock, the work done without it. */
@@ -328,12 +337,10 @@ size_t ofile_keep_unsaved_all(struct cache *c, size_t *failed)
     for (size_t i = 0; i < n; i++) {
         struct ofile *f = v[i];
         pthread_mutex_lock(&f->lock);
-        if (f->loaded && f->dirty) {
-            int rc = cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len);
-            if (rc == 0) {
+        if (unsaved_locked(f, mine, arg)) {
+            if (cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len) == 0) {
                 kept++;
-                f->dirty = false; /* kept as a record: a late release must not save it */
-                f->loaded = false;
+                f->kept = true;
             } else {
                 (*failed)++;
             }

@@ -24,6 +24,8 @@ struct ofile {
                                 * flush even with nothing written (touch) */
     bool held;                 /* the cache has content saved while a writer
                                 * still held the file (CACHE_HELD) */
+    bool kept;                 /* the unsaved edit was kept as a record at an
+                                * unmount; cleared when the buffer is saved */
     unsigned writers;          /* open handles that may write */
     char *buf;                 /* len bytes, capacity cap */
     size_t len, cap;
@@ -108,13 +110,20 @@ void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns,
  * sync changed the file meanwhile (cache_set_content_if). */
 void ofile_set_origin(struct ofile *f, const char *sha);
 
-/* How many open files hold edits no flush or fsync has saved yet. */
-size_t ofile_unsaved_count(void);
-/* At unmount, for every open file with unsaved edits: the edit is kept in
- * the cache as a record (cache_keep_unsaved), never as the file's content,
- * since no writer closed or fsynced it; the final sync pushes the file's
- * last saved state.  Returns how many were kept; *failed gets how many
- * could not be kept. */
-size_t ofile_keep_unsaved_all(struct cache *c, size_t *failed);
+/* Which open files a final sync is about: true for a row of a store
+ * being unmounted (called with the entry's lock held, so it may use the
+ * cache).  The other stores' open files are left alone. */
+typedef bool (*ofile_mine_fn)(void *arg, uint64_t row);
+/* How many of mine's open files hold edits no flush or fsync has saved
+ * and no earlier unmount has kept. */
+size_t ofile_unsaved_count(ofile_mine_fn mine, void *arg);
+/* At unmount, for each of mine's open files with unsaved edits: the edit
+ * is kept in the cache as a record (cache_keep_unsaved), never as the
+ * file's content, since no writer closed or fsynced it; the final sync
+ * pushes the file's last saved state.  The buffer stays as it is, so a
+ * writer that goes on writing until the mount is gone loses nothing and
+ * mixes nothing: what it closes meanwhile is saved whole.  Returns how
+ * many were kept; *failed gets how many could not be kept. */
+size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, void *arg, size_t *failed);
 
 #endif

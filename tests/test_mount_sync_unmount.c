@@ -181,3 +181,40 @@ Test(mount_sync_unmount, files_still_open_at_sigterm_push_only_what_was_saved)
     free(out);
     free(id);
 }
+
+/* Unmounting one store of a daemon leaves the files open in its other
+ * stores alone: a writer there goes on, and what it closes is its whole
+ * edit.  (The unmount used to keep every store's open edits as records and
+ * drop their buffers: the writer's next write landed on the file's old
+ * saved content, and that mix was pushed.) */
+Test(mount_sync_unmount, unmounting_one_store_leaves_the_open_files_of_another_alone)
+{
+    char *store_b = t_create_store(&E.msd, "Unmount B");
+    cr_assert_not_null(store_b);
+    char mnt_b[400], opts[700], path[600];
+    snprintf(mnt_b, sizeof(mnt_b), "%s/b", E.mnt);
+    snprintf(opts, sizeof(opts), "--sync-interval 3600 --flush-timeout 10 --store %s:%s",
+             store_b, mnt_b);
+    sy_mount(false, opts);
+    sy_after_sync();
+    snprintf(path, sizeof(path), "%s/edit.md", mnt);
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "first half\n", 11), 11);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS unmount %s", mnt_b);
+    cr_assert_eq(rc, 0, "unmount failed: %s", out);
+    free(out);
+    cr_assert(!mnt_is_mounted(mnt_b), "the other store is still mounted");
+    cr_assert_eq(write(fd, "second half\n", 12), 12);
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync();
+    char *c = sy_content("/edit.md");
+    cr_expect_str_eq(c ? c : "(missing)", "first half\nsecond half\n",
+                     "the open file of the store left mounted was not pushed whole");
+    free(c);
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(k, "0", "the unmount of another store kept the open edit as a record");
+    free(k);
+    free(store_b);
+}

@@ -18,7 +18,9 @@
  *    replaced it; memstorefs conflicts shows it);
  *  - a file open for writing is refused (-EBUSY): its writer's buffer was
  *    loaded from the old content, and its next close would lose to the
- *    restore (or the restore to it);
+ *    restore (or the restore to it).  The check, the record and the write
+ *    are made under the file's open-file entry lock, which every open,
+ *    write and close of the file takes: none can slip in between;
  *  - read-only stores: -EROFS before anything (the cache refuses too).
  * Called from a history thread (histserve.c), never from a FUSE request,
  * with no lock held, so the kernel notifications cannot deadlock. */
@@ -44,19 +46,6 @@ static int64_t now_ns(void)
 int restore_node_at(struct daemon *d, struct fs_store *s, const char *path, struct cnode *out)
 {
     return cache_node_at(d->cache, s->id, path, out);
-}
-
-/* True when a descriptor may write to row now. */
-static bool open_for_writing(uint64_t row)
-{
-    struct ofile *f = ofile_find(row);
-    if (!f)
-        return false;
-    ofile_lock(f);
-    bool w = f->writers > 0 || f->dirty;
-    ofile_unlock(f);
-    ofile_put(f);
-    return w;
 }
 
 /* The directory that will hold path's last segment, made (with every
@@ -90,6 +79,38 @@ static int make_parents(struct daemon *d, struct fs_store *s, const struct sync_
     return 0;
 }
 
+/* The restore's check, record and write, under the entry lock of f (the
+ * file's, which every open, write and close of it takes): the node read
+ * here is the one replaced, so a save cannot land unrecorded between the
+ * check and the write.  *changed: the content was replaced. */
+static int replace_locked(struct daemon *d, struct fs_store *s, const struct ofile *f,
+                          uint64_t ino, const char *buf, size_t len, const char *sha,
+                          struct restore_done *done, bool *changed)
+{
+    struct cnode n;
+    int rc = cache_getattr(d->cache, ino, &n);
+    if (rc)
+        return rc;
+    if (n.unlinked) {
+        rc = -ENOENT; /* removed meanwhile */
+    } else if (f->writers > 0 || f->dirty) {
+        rc = -EBUSY; /* a descriptor may write to it now */
+    } else if (!done->created && strcmp(n.sha, sha) == 0) {
+        done->unchanged = true;
+    } else {
+        if (!done->created && n.state != CNODE_CLEAN && n.sha[0] && n.has_content) {
+            /* Content the store does not have: kept before it is replaced. */
+            rc = cache_conflict_add(d->cache, s->id, n.path, n.memory_id, n.sha, sha);
+            done->kept_conflict = !rc;
+        }
+        if (!rc)
+            rc = cache_set_content(d->cache, ino, buf, len, now_ns(), NULL);
+        *changed = !rc;
+    }
+    cnode_clear(&n);
+    return rc;
+}
+
 int restore_write(struct daemon *d, struct fs_store *s, const char *path, const char *buf,
                   size_t len, struct restore_done *done)
 {
@@ -121,23 +142,21 @@ int restore_write(struct daemon *d, struct fs_store *s, const char *path, const 
         cnode_clear(&n);
         return -EISDIR;
     }
-    if (open_for_writing(n.ino)) {
-        rc = -EBUSY;
-    } else if (!done->created && strcmp(n.sha, sha) == 0) {
-        done->unchanged = true;
-    } else {
-        if (!done->created && n.state != CNODE_CLEAN && n.sha[0] && n.has_content) {
-            /* Content the store does not have: kept before it is replaced. */
-            rc = cache_conflict_add(d->cache, s->id, n.path, n.memory_id, n.sha, sha);
-            done->kept_conflict = !rc;
-        }
-        if (!rc)
-            rc = cache_set_content(d->cache, n.ino, buf, len, now_ns(), NULL);
-        if (!rc)
-            nt.inval_inode(nt.arg, n.ino);
-    }
-    if (rc && done->created && cache_unlink(d->cache, parent, name, false, NULL) == 0)
-        nt.entry_gone(nt.arg, parent, n.ino, name); /* no empty file is left behind */
+    uint64_t ino = n.ino;
     cnode_clear(&n);
+    bool changed = false;
+    struct ofile *f = ofile_get(ino);
+    if (!f) {
+        rc = -ENOMEM;
+    } else {
+        ofile_lock(f);
+        rc = replace_locked(d, s, f, ino, buf, len, sha, done, &changed);
+        ofile_unlock(f);
+        ofile_put(f);
+    }
+    if (changed) /* no lock held: the kernel may call back into the mount */
+        nt.inval_inode(nt.arg, ino);
+    if (rc && done->created && cache_unlink(d->cache, parent, name, false, NULL) == 0)
+        nt.entry_gone(nt.arg, parent, ino, name); /* no empty file is left behind */
     return rc;
 }

@@ -315,7 +315,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
     if (idle) {
         /* Nothing changed on either side: one request, no work. */
         feed_commit(st, &fr);
-        if (st->content_missing)
+        if (st->content_missing && !final) /* not at the final sync: below */
             engine_prefetch(s, idx, ENGINE_FETCH_SLICE);
         snprintf(why, whylen, "ok");
         goto out;
@@ -377,7 +377,10 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
      * if this one moved something (engine.c run). */
     if (cy.plan.deferred && cy.rep.pushed)
         st->backlog = true;
-    engine_prefetch(s, idx, final ? 0 : ENGINE_FETCH_SLICE);
+    /* Not at the final sync: content downloaded for a mount going away
+     * would only spend the flush timeout the other stores' pushes need. */
+    if (!final)
+        engine_prefetch(s, idx, ENGINE_FETCH_SLICE);
 
     struct cache_store_stats after;
     if (cache_store_pending(s->c, st->id, &after) == 0) {

@@ -110,3 +110,36 @@ Test(mount_sync_prefetch, a_few_changes_are_fetched_one_by_one)
     cr_expect_eq(t_route_count(&E.msd, LIST_ROUTE), 0, "a listing for 3 changes");
     expect_bytes_are_the_servers();
 }
+
+/* The final sync at unmount pushes what is local; it downloads none of
+ * the content the mount going away lacks (that would spend the flush
+ * timeout other stores' final pushes need).  Every content download is
+ * refused here (403: not retried), so the content stays missing until the
+ * unmount. */
+Test(mount_sync_prefetch, the_unmount_downloads_no_content)
+{
+    sy_fault("{\"action\":\"status\",\"status\":403,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memories\",\"query\":\"path_prefix\"}");
+    sy_fault("{\"action\":\"status\",\"status\":403,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memories/*\"}");
+    sy_mount(false, "--sync-interval 3600 --flush-timeout 10");
+    /* The mount's own attempts (pages, then single GETs, each retried)
+     * end: no new one for 6 s. */
+    long last = -1, now = 0;
+    for (int i = 0, still = 0; i < 60 && still < 3; i++) {
+        sleep(2);
+        now = t_route_count(&E.msd, FETCH_ROUTE) + t_route_count(&E.msd, LIST_ROUTE);
+        still = now == last ? still + 1 : 0;
+        last = now;
+    }
+    cr_assert_eq(now, last, "the mount's downloads did not settle");
+    cr_assert_gt(t_route_count(&E.msd, FETCH_ROUTE), 0, "the mount never fell back to single "
+                                                        "GETs: the test proves nothing");
+    sy_reset_stats();
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS unmount %s", mnt);
+    cr_expect_eq(rc, 0, "unmount failed: %s", out);
+    free(out);
+    cr_expect_eq(t_route_count(&E.msd, FETCH_ROUTE), 0, "the unmount downloaded content");
+    cr_expect_eq(t_route_count(&E.msd, LIST_ROUTE), 0, "the unmount listed pages of content");
+}

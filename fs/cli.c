@@ -30,12 +30,22 @@ void mount_opts_free(struct mount_opts *o)
     memset(o, 0, sizeof(*o));
 }
 
+char *cli_abs_path(const char *p)
+{
+    if (p[0] == '/')
+        return strdup(p);
+    char cwd[PATH_MAX], *out = NULL;
+    if (!getcwd(cwd, sizeof(cwd)))
+        return NULL;
+    return asprintf(&out, "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, p) < 0 ? NULL : out;
+}
+
 char *cli_default_cache_dir(void)
 {
     const char *env = getenv("MEMSTOREFS_CACHE_DIR");
     char *out = NULL;
     if (env && *env)
-        return strdup(env);
+        return cli_abs_path(env);
     if (geteuid() == 0)
         return strdup("/var/lib/memstorefs");
     const char *state = getenv("XDG_STATE_HOME");
@@ -314,8 +324,11 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
             break;
         case O_CACHE:
             free(o->cache_dir);
-            if (!(o->cache_dir = strdup(optarg)))
-                rc = usage_error("%s", "out of memory");
+            /* Absolute: the daemon leaves its working directory, and other
+             * commands compare it with theirs. */
+            if (!(o->cache_dir = cli_abs_path(optarg)))
+                rc = usage_error("--cache-dir '%s': the working directory cannot be read to "
+                                 "make it absolute", optarg);
             break;
         case O_UID:
             if (parse_uid(optarg, &o->uid))

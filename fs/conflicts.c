@@ -158,7 +158,11 @@ int conflicts_main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         if (ch == 'c') {
             free(dir);
-            dir = strdup(optarg);
+            if (!(dir = cli_abs_path(optarg))) { /* a daemon compares it with its own */
+                fprintf(stderr, "memstorefs conflicts: --cache-dir '%s': %s\n", optarg,
+                        strerror(errno));
+                return 2;
+            }
         } else if (ch == 'j') {
             json = true;
         } else if (ch == 'a') {

@@ -283,6 +283,13 @@ static int do_conflict_find(struct job *j, FILE *out, char *why, size_t whylen)
         fputs("none\n", out);
         return 0;
     }
+    /* Daemons may share a cache directory: the record is this daemon's
+     * only when it mounts the record's store (a restore goes through it). */
+    if (!store_by_id(j->d, store)) {
+        free(k.path);
+        fputs("none\n", out);
+        return 0;
+    }
     fprintf(out, "found %s %s\n", store, j->d->cache_dir);
     free(k.path);
     return 0;

@@ -224,3 +224,45 @@ Test(mount_history_attrs, no_xattrs_turns_them_off)
     cr_expect(strstr(out, "x\n"), "writes still work: %s", out);
     free(out);
 }
+
+/* A store-wins conflict on c.md; its record's id (malloc'd). */
+static char *conflict_on_c(void)
+{
+    char *id = sy_id("/c.md");
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "printf 'local %%d\\n' $$ > c.md"), 0);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote again\\n\"}"), 200);
+    sy_after_sync();
+    free(id);
+    char *kid = mnt_q(&E, "SELECT max(id) FROM conflicts WHERE path = '/c.md'");
+    cr_assert(kid && kid[0], "no conflict record");
+    return kid;
+}
+
+/* Two daemons on one cache directory (docs/operations.md allows it), each
+ * mounting a store of its own: a record is restored through the daemon
+ * that mounts its store, with or without --cache-dir, relative or not.
+ * (Both daemons used to claim the record, and --cache-dir could not tell
+ * them apart; a relative --cache-dir matched no daemon.) */
+Test(mount_history_attrs, a_conflict_is_restored_when_two_daemons_share_the_cache)
+{
+    char *store_b = t_create_store(&E.msd, "Shared cache B");
+    cr_assert_not_null(store_b);
+    char *out = NULL;
+    cr_assert_eq(mnt_mount(&E, store_b, "b", false, "--sync-interval 3600", &out), 0, "%s", out);
+    free(out);
+    char *kid = conflict_on_c();
+    int rc = sy_run(&out, "env -u ANTHROPIC_API_KEY $MFS conflicts restore %s", kid);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "restored conflict"), "%s", out);
+    free(out);
+    free(kid);
+    kid = conflict_on_c();
+    rc = mnt_sh(&E, &out, "cd '%s' && env -u ANTHROPIC_API_KEY $MFS conflicts restore %s "
+                "--cache-dir cache", E.root, kid);
+    cr_expect_eq(rc, 0, "relative --cache-dir: %s", out);
+    cr_expect(strstr(out, "restored conflict"), "%s", out);
+    free(out);
+    free(kid);
+    free(store_b);
+}

@@ -161,7 +161,8 @@ int hist_take_data(const char **p, const char *end, const char **bytes, size_t *
     char *e;
     errno = 0;
     unsigned long long v = strtoull(s + 5, &e, 10);
-    if (errno || e == s + 5 || e >= end || *e != '\n' || v > (unsigned long long)(end - e - 1) ||
+    /* v bytes, then the closing newline, all before end. */
+    if (errno || e == s + 5 || e >= end || *e != '\n' || v >= (unsigned long long)(end - e - 1) ||
         e[1 + v] != '\n')
         return -EPROTO;
     *bytes = e + 1;

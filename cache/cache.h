@@ -504,6 +504,9 @@ struct cache_conflict {
     char remote_sha[SHA256_HEX_LEN + 1];
     int64_t at_ns;
 };
+/* Records local_sha as lost at path; -EAGAIN (no record) when its bytes
+ * are not in the cache (freed: the file was saved again since the caller
+ * read it, so a record would name nothing). */
 int cache_conflict_add(struct cache *c, const char *store_id, const char *path,
                        const char *memory_id, const char *local_sha, const char *remote_sha);
 /* Every conflict record of a store (store_id NULL: of every store), newest

@@ -131,8 +131,11 @@ int cache_conflict_add(struct cache *c, const char *store_id, const char *path,
 {
     sqlite3_stmt *st;
     db_lock(c);
+    /* Only over bytes still in the cache: a decision taken from a file
+     * saved again since may name content already freed. */
     int rc = db_prepare(c, "INSERT INTO conflicts(store, path, memory_id, local_sha, remote_sha,"
-                           " at) VALUES (?, ?, ?, ?, ?, ?)", &st);
+                           " at) SELECT ?1, ?2, ?3, ?4, ?5, ?6"
+                           " WHERE EXISTS (SELECT 1 FROM blobs WHERE sha = ?4)", &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
         sqlite3_bind_text(st, 2, path, -1, SQLITE_TRANSIENT);
@@ -143,6 +146,8 @@ int cache_conflict_add(struct cache *c, const char *store_id, const char *path,
             sqlite3_bind_text(st, 5, remote_sha, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(st, 6, db_now_ns());
         rc = step_done(c, st, "add conflict");
+        if (!rc && sqlite3_changes(c->db) == 0)
+            rc = -EAGAIN;
     }
     return db_unlock_rc(c, rc);
 }

@@ -447,6 +447,8 @@ static int plan_file(struct cycle *cy, struct file *f)
         if (o.keep_local) {
             rc = cache_conflict_add(s->c, st->id, n->path, n->memory_id, n->sha,
                                     rm ? rm->sha : "");
+            if (rc == -EAGAIN)
+                return 0; /* saved again since: the next sync decides again */
             if (rc)
                 return rc;
             cy->rep.conflicts++;

@@ -118,6 +118,18 @@ Test(cache_history, the_state_is_dirty_refused_or_conflict)
     cr_assert_eq(cache_file_history(C, n.ino, &h), 0);
     cr_expect_eq(h.state, CACHE_XSTATE_CONFLICT);
     cnode_clear(&n);
+    /* No record over bytes the cache no longer has (a decision taken from
+     * a file saved again since). */
+    struct cache_conflict *v = NULL;
+    size_t nv = 0, before;
+    cr_assert_eq(cache_conflicts(C, ST, &v, &before), 0);
+    cache_conflicts_free(v, before);
+    char gone[65];
+    sha256_hex("never stored", 12, gone);
+    cr_expect_eq(cache_conflict_add(C, ST, "/a.md", "mem_a", gone, sha_a), -EAGAIN);
+    cr_assert_eq(cache_conflicts(C, ST, &v, &nv), 0);
+    cache_conflicts_free(v, nv);
+    cr_expect_eq(nv, before, "a record over bytes the cache does not have");
 }
 
 Test(cache_history, lookups_deletions_and_conflict_records)

@@ -326,7 +326,9 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
             free(o->cache_dir);
             /* Absolute: the daemon leaves its working directory, and other
              * commands compare it with theirs. */
-            if (!(o->cache_dir = cli_abs_path(optarg)))
+            if (!*optarg)
+                rc = usage_error("--cache-dir needs a directory%s", "");
+            else if (!(o->cache_dir = cli_abs_path(optarg)))
                 rc = usage_error("--cache-dir '%s': the working directory cannot be read to "
                                  "make it absolute", optarg);
             break;

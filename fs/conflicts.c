@@ -158,6 +158,10 @@ int conflicts_main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         if (ch == 'c') {
             free(dir);
+            if (!*optarg) {
+                fprintf(stderr, "memstorefs conflicts: --cache-dir needs a directory\n");
+                return 2;
+            }
             if (!(dir = cli_abs_path(optarg))) { /* a daemon compares it with its own */
                 fprintf(stderr, "memstorefs conflicts: --cache-dir '%s': %s\n", optarg,
                         strerror(errno));

@@ -47,7 +47,7 @@ static bool of_these(void *arg, uint64_t row)
     const struct final_job *j = arg;
     char id[CACHE_ID_MAX];
     if (cache_store_of(j->d->cache, row, id) != 0)
-        return false;
+        return true; /* unknown: its keep is tried, and a failure said */
     for (size_t i = 0; i < j->n; i++)
         if (strcmp(j->v[i]->id, id) == 0)
             return true;

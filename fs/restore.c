@@ -150,7 +150,11 @@ int restore_write(struct daemon *d, struct fs_store *s, const char *path, const 
         rc = -ENOMEM;
     } else {
         ofile_lock(f);
-        rc = replace_locked(d, s, f, ino, buf, len, sha, done, &changed);
+        /* -EAGAIN: the sync changed the file between the read and the
+         * record (the lock keeps writers out, not the sync): again. */
+        for (int tries = 0; tries < 3; tries++)
+            if ((rc = replace_locked(d, s, f, ino, buf, len, sha, done, &changed)) != -EAGAIN)
+                break;
         ofile_unlock(f);
         ofile_put(f);
     }

@@ -136,3 +136,23 @@ Test(cli_help, every_option_of_the_help_is_in_the_man_page)
     }
     expect_in_man(MEMSTORED_BIN " --help", "memstored.1");
 }
+
+/* An empty --cache-dir is a usage error (it used to become the working
+ * directory once paths were made absolute), for mount and conflicts. */
+Test(cli_help, an_empty_cache_dir_is_refused)
+{
+    const char *const cmds[] = {"%s mount --store memstore_x:/tmp/mfs-none --cache-dir ''",
+                                "%s conflicts --cache-dir ''"};
+    for (size_t i = 0; i < 2; i++) {
+        char cmd[600], *out, *err;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+        snprintf(cmd, sizeof(cmd), cmds[i], mnt_bin());
+#pragma GCC diagnostic pop
+        int rc = run(cmd, &out, &err);
+        cr_expect_eq(rc, 2, "%s: exit %d, %s", cmd, rc, err);
+        cr_expect(strstr(err, "--cache-dir needs a directory"), "%s: %s", cmd, err);
+        free(out);
+        free(err);
+    }
+}

@@ -145,6 +145,8 @@ static void earliest(struct timespec *until, bool *any, struct timespec since, l
 static bool next_deadline(struct cache *c, struct timespec *until)
 {
     bool any = false;
+    if (c->saver_held)
+        return false;
     if (c->n_saved > c->n_applied) /* those written wait for the lazy commit */
         earliest(until, &any, c->saved_since, c->saver_retry ? RETRY_MS : SAVE_DELAY_MS);
     if (c->lazy)

@@ -44,8 +44,13 @@ char *cli_default_cache_dir(void)
 {
     const char *env = getenv("MEMSTOREFS_CACHE_DIR");
     char *out = NULL;
-    if (env && *env)
-        return cli_abs_path(env);
+    if (env && *env) {
+        char *p = cli_abs_path(env);
+        if (!p && env[0] != '/')
+            fprintf(stderr, "memstorefs: MEMSTOREFS_CACHE_DIR '%s': the working directory cannot "
+                            "be read to make it absolute\n", env);
+        return p;
+    }
     if (geteuid() == 0)
         return strdup("/var/lib/memstorefs");
     const char *state = getenv("XDG_STATE_HOME");
@@ -415,8 +420,11 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
                                "ID:MOUNT_PATH[:ro]");
     if (!rc && !o->deletions && !(o->deletions = strdup("enabled")))
         rc = usage_error("%s", "out of memory");
-    if (!rc && !o->cache_dir && !(o->cache_dir = cli_default_cache_dir()))
-        rc = usage_error("%s", "out of memory");
+    if (!rc && !o->cache_dir && !(o->cache_dir = cli_default_cache_dir())) {
+        const char *env = getenv("MEMSTOREFS_CACHE_DIR");
+        rc = usage_error("%s", env && *env && env[0] != '/' ? "no cache directory (above)"
+                                                             : "out of memory");
+    }
     if (rc)
         mount_opts_free(o);
     return rc;

@@ -137,6 +137,26 @@ Test(cli_help, every_option_of_the_help_is_in_the_man_page)
     expect_in_man(MEMSTORED_BIN " --help", "memstored.1");
 }
 
+/* A relative MEMSTOREFS_CACHE_DIR is made absolute; when the working
+ * directory cannot be read (removed), each command says so, not "out of
+ * memory" or a cache at "?". */
+Test(cli_help, a_relative_cache_dir_in_a_removed_directory_is_explained)
+{
+    const char *const cmds[] = {"mount --store memstore_x:/tmp/mfs-none", "conflicts", "flush"};
+    for (size_t i = 0; i < 3; i++) {
+        char cmd[700], *out, *err;
+        snprintf(cmd, sizeof(cmd), "d=$(mktemp -d) && cd \"$d\" && rmdir \"$d\" && "
+                 "MEMSTOREFS_CACHE_DIR=rel ANTHROPIC_API_KEY=k %s %s", mnt_bin(), cmds[i]);
+        int rc = run(cmd, &out, &err);
+        cr_expect_neq(rc, 0, "%s: exit 0", cmds[i]);
+        cr_expect(strstr(err, "MEMSTOREFS_CACHE_DIR 'rel': the working directory cannot be read"),
+                  "%s: %s", cmds[i], err);
+        cr_expect_null(strstr(err, "out of memory"), "%s: %s", cmds[i], err);
+        free(out);
+        free(err);
+    }
+}
+
 /* An empty --cache-dir is a usage error (it used to become the working
  * directory once paths were made absolute), for mount and conflicts. */
 Test(cli_help, an_empty_cache_dir_is_refused)

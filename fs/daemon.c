@@ -110,11 +110,14 @@ static void free_all(void)
     /* Clients waiting for a sync (memstorefs sync --wait) use the syncer:
      * their requests end at once (cancelled), then they answer. */
     http_client_cancel(D.http, true);
-    syncctl_drain(10);
-    hist_drain(10);
-    syncer_free(&D.sync);
-    if (D.sync)
-        return; /* its thread would not stop: the process exits with it alive */
+    bool idle = syncctl_drain(10);
+    idle = hist_drain(10) && idle;
+    if (idle)
+        syncer_free(&D.sync);
+    /* A thread that would not stop (the syncer's, or a client's that still
+     * runs): nothing it may use is freed; the process exits with it alive. */
+    if (!idle || D.sync)
+        return;
     http_client_free(&D.http);
     cache_close(&D.cache);
     for (size_t i = 0; i < D.n; i++) {

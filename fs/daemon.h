@@ -73,9 +73,10 @@ void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mou
  * or does not answer within timeout_s. */
 int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s);
 /* syncctl.c: serves a "sync..." command on fd; true when a thread of its
- * own now answers and closes fd.  syncctl_drain waits (bounded) for them. */
+ * own now answers and closes fd.  syncctl_drain waits (bounded) for them:
+ * false when one still runs. */
 bool syncctl_serve(struct daemon *d, int fd, const char *line);
-void syncctl_drain(int timeout_s);
+bool syncctl_drain(int timeout_s);
 /* status.c: writes the status of every live store to out, then "ok". */
 void status_serve(struct daemon *d, FILE *out, bool json);
 /* daemon_io.c: opens the log target of a mount (--log-file, else

@@ -61,8 +61,8 @@ int conflict_current(struct cache *c, const char *store_id, const struct cache_c
 /* Serves a "hist-..." control line on fd; true when a thread of its own
  * now answers and closes fd. */
 bool hist_serve(struct daemon *d, int fd, const char *line);
-/* Waits (bounded) for those threads at teardown. */
-void hist_drain(int timeout_s);
+/* Waits (bounded) for those threads at teardown: false when one still runs. */
+bool hist_drain(int timeout_s);
 /* A failed API call as one line for the user: what, then why (the server
  * unreachable, overloaded, refusing the credential, or its answer). */
 struct api_error;

@@ -512,8 +512,9 @@ bool hist_serve(struct daemon *d, int fd, const char *line)
     return true; /* the thread answers and closes fd */
 }
 
-void hist_drain(int timeout_s)
+bool hist_drain(int timeout_s)
 {
     for (int i = 0; i < timeout_s * 10 && __atomic_load_n(&jobs, __ATOMIC_SEQ_CST) > 0; i++)
         usleep(100 * 1000);
+    return __atomic_load_n(&jobs, __ATOMIC_SEQ_CST) == 0;
 }

@@ -41,9 +41,17 @@ struct waiter {
     size_t n;
 };
 
+/* Sends all of s, or as much as the client takes before a send times out. */
 static void put(int fd, const char *s)
 {
-    (void)!send(fd, s, strlen(s), MSG_NOSIGNAL);
+    size_t len = strlen(s);
+    while (len) {
+        ssize_t n = send(fd, s, len, MSG_NOSIGNAL);
+        if (n <= 0)
+            return;
+        s += n;
+        len -= (size_t)n;
+    }
 }
 
 /* Adds a round's report to the ones before it: counts add up, what is
@@ -91,16 +99,25 @@ static void *serve_wait(void *arg)
             any |= more[i];
         }
     }
+    /* The whole answer is made before any of it is sent: a send may block
+     * (a client that stops reading, up to SO_SNDTIMEO a send), and the
+     * daemon may stop meanwhile; from the first send on, this thread
+     * touches nothing of the daemon's. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m) {
+        put(w->fd, "error out of memory\n");
+        close(w->fd);
+        free(w);
+        __atomic_sub_fetch(&waiters, 1, __ATOMIC_SEQ_CST);
+        return NULL;
+    }
     for (size_t i = 0; i < w->n; i++) {
         struct fs_store *s = w->v[i];
         const struct syncer_report rep = sum[i];
         int rc = rcs[i];
         const char *why = whys[i];
-        char *text = NULL;
-        size_t len = 0;
-        FILE *m = open_memstream(&text, &len);
-        if (!m)
-            continue;
         if (rc) {
             failed = true;
             fprintf(m, "%s at %s: the sync failed: %s\n", s->id, s->mount_path, why);
@@ -121,18 +138,15 @@ static void *serve_wait(void *arg)
                 daemon_list_unpushed(w->d->cache, s->id, s->mount_path, m);
             }
         }
-        fclose(m);
-        if (text)
-            put(w->fd, text);
-        free(text);
     }
-    if (failed) {
-        char line[700];
-        snprintf(line, sizeof(line), "error %s\n", last_why);
-        put(w->fd, line);
-    } else {
-        put(w->fd, unpushed ? "ok unpushed\n" : "ok\n");
-    }
+    if (failed)
+        fprintf(m, "error %s\n", last_why);
+    else
+        fputs(unpushed ? "ok unpushed\n" : "ok\n", m);
+    bool whole = fflush(m) == 0 && !ferror(m);
+    fclose(m);
+    put(w->fd, whole && text ? text : "error out of memory\n");
+    free(text);
     close(w->fd);
     free(w);
     __atomic_sub_fetch(&waiters, 1, __ATOMIC_SEQ_CST);
@@ -198,10 +212,11 @@ bool syncctl_serve(struct daemon *d, int fd, const char *line)
     return true; /* the thread answers and closes fd */
 }
 
-void syncctl_drain(int timeout_s)
+bool syncctl_drain(int timeout_s)
 {
     for (int i = 0; i < timeout_s * 10 && __atomic_load_n(&waiters, __ATOMIC_SEQ_CST) > 0; i++)
         usleep(100 * 1000);
+    return __atomic_load_n(&waiters, __ATOMIC_SEQ_CST) == 0;
 }
 
 /* ---- the client: memstorefs sync ---- */

@@ -429,6 +429,7 @@ int daemon_mount(struct mount_opts *o)
         s->umask = o->umask;
         s->no_xattrs = o->no_xattrs;
         s->lock_fd = -1;
+        s->dir_fd = s->parent_fd = -1;
         s->sync_idx = -1;
         pthread_mutex_init(&s->se_lock, NULL);
         s->marker = rules_marker_content(s->id);

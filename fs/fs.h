@@ -36,6 +36,9 @@ struct fs_store {
     int sync_idx;           /* this store's index in the syncer */
     char **created_dirs;    /* directories mount created, deepest last */
     size_t n_created;
+    int dir_fd;             /* the mount directory, O_PATH (mountdir.c), -1 if none */
+    int parent_fd;          /* its parent directory, O_PATH, -1 if none */
+    char dir_ref[32];       /* "/proc/self/fd/N" of dir_fd: what a root daemon mounts on */
     int lock_fd;            /* flock'd store lock, -1 if none */
     char *lock_file;
 

@@ -85,7 +85,11 @@ int fsmount_start(struct fs_store *s, const struct mount_opts *o)
                         "check the -o options\n", s->mount_path, s->id);
         return -EINVAL;
     }
-    if (fuse_session_mount(s->se, s->mount_path) != 0) {
+    /* As root, the mount goes through the directory mountdir_make opened:
+     * a part of the path swapped for a link since cannot move it (a
+     * user's fusermount3 makes the same check itself). */
+    const char *at = geteuid() == 0 && s->dir_fd >= 0 ? s->dir_ref : s->mount_path;
+    if (fuse_session_mount(s->se, at) != 0) {
         fprintf(stderr, "memstorefs: cannot mount %s (memory_store_id=%s); is /dev/fuse "
                         "available and fusermount3 installed?\n", s->mount_path, s->id);
         fuse_session_destroy(s->se);
@@ -146,8 +150,10 @@ void daemon_teardown_store(struct fs_store *s)
         s->mounted = false;
         pthread_mutex_unlock(&s->se_lock);
         if (was_mounted && !ended) {
-            struct stat st;
-            bool have_dev = stat(s->mount_path, &st) == 0; /* served by the loop */
+            struct stat st; /* served by the loop; looked up from the parent held open */
+            const char *name = strrchr(s->mount_path, '/') + 1;
+            bool have_dev = s->parent_fd >= 0 ? fstatat(s->parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
+                                              : stat(s->mount_path, &st) == 0;
             fuse_session_exit(s->se);
             fuse_session_unmount(s->se); /* lazy: busy files keep the connection */
             for (int i = 0; i < 40 && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE); i++)
@@ -167,6 +173,11 @@ void daemon_teardown_store(struct fs_store *s)
         s->se = NULL;
         log_info("unmounted memory store", "memory_store_id", s->id, "path", s->mount_path);
     }
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
+    if (s->parent_fd >= 0)
+        close(s->parent_fd);
+    s->dir_fd = s->parent_fd = -1;
     mountdir_remove(s);
     syncer_disable(s->sync, s->sync_idx); /* before the lock goes */
     rt_unlock_store(s->lock_fd, s->lock_file);

@@ -1,7 +1,10 @@
 /* mountdir.c - the directories memstorefs mounts on: the checks before a
  * session mounts anything (each mount_path clean, absolute, not nested in
  * another, and absent: lstat, so a symlink counts), creating them with
- * their missing parents (recording what was created), and removing exactly
+ * their missing parents (recording what was created) part by part through
+ * descriptors, so that no symbolic link another account could place or
+ * swap in is ever gone through (a root daemon's mkdir, chown and mount
+ * would otherwise land where that account chose), and removing exactly
  * what was created at unmount (in the mount(8) helper form an existing
  * empty directory is accepted too, and left).  A parent shared by several
  * mount paths (e.g. /mnt/memory) goes when the last store below it goes;
@@ -11,6 +14,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,52 +118,174 @@ static const char *user_name(uid_t uid)
     return pw ? pw->pw_name : "?";
 }
 
-/* mkdir -p, recording each directory created (parents first). */
-int mountdir_make(struct fs_store *s, struct rt_lockinfo *info)
+/* Whether the symbolic link described by lst, found in the directory dir,
+ * may be followed on the way to a mount path: only when no other account
+ * could have put it there or could swap it, i.e. it and its directory
+ * belong to root or to the daemon's user and the directory is writable by
+ * nobody else (/var/run -> /run passes; a link in an agent's home, in /tmp
+ * or in any directory another account may write does not).  Such a link
+ * could otherwise turn a root daemon's mkdir, chown and mount (--uid) onto
+ * a place that account chose. */
+static bool trusted_link(int dir, const struct stat *lst)
 {
-    char *p = strdup(s->mount_path);
-    if (!p)
-        return -ENOMEM;
-    int rc = 0;
-    for (char *c = p + 1;; c++) {
-        if (*c != '/' && *c != '\0')
-            continue;
-        char save = *c;
-        *c = '\0';
-        if (mkdir(p, 0755) == 0) {
-            char **v = realloc(s->created_dirs, (s->n_created + 1) * sizeof(*v));
-            char *dup = strdup(p);
-            if (!v || !dup) {
-                free(dup);
-                if (v)
-                    s->created_dirs = v;
-                rmdir(p);
-                rc = -ENOMEM;
-                break;
-            }
+    struct stat d;
+    uid_t me = geteuid();
+    return fstat(dir, &d) == 0 && (d.st_uid == 0 || d.st_uid == me) &&
+           !(d.st_mode & (S_IWGRP | S_IWOTH)) && (lst->st_uid == 0 || lst->st_uid == me);
+}
+
+struct walk {
+    struct fs_store *s;     /* NULL inside a link's target: nothing is made there */
+    struct rt_lockinfo *info;
+    int parent;             /* the top walk's last directory before its last part */
+    int links;              /* links followed so far (40 at most: ELOOP) */
+};
+
+static int opendir_at(int dir, const char *name)
+{
+    int fd = openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+static int record_made(struct walk *w, const char *made)
+{
+    struct fs_store *s = w->s;
+    char **v = realloc(s->created_dirs, (s->n_created + 1) * sizeof(*v));
+    char *dup = strdup(made);
+    if (!v || !dup) {
+        free(dup);
+        if (v)
             s->created_dirs = v;
-            s->created_dirs[s->n_created++] = dup;
-            if (info->n_created < 8)
-                snprintf(info->created[info->n_created++], sizeof(info->created[0]), "%s", p);
-        } else if (errno != EEXIST) {
-            rc = -errno;
+        return -ENOMEM;
+    }
+    s->created_dirs = v;
+    s->created_dirs[s->n_created++] = dup;
+    if (w->info->n_created < 8)
+        snprintf(w->info->created[w->info->n_created++], sizeof(w->info->created[0]), "%s",
+                 made);
+    return 0;
+}
+
+/* Opens the directory named by path (from start when relative, from / when
+ * absolute) as an O_PATH descriptor, part by part with O_NOFOLLOW, so that
+ * a part swapped for a link between the session's checks and now is never
+ * gone through; links are followed only where trusted_link allows.  The
+ * top walk (w->s set) creates the parts missing (mkdir -p, each recorded)
+ * and never follows a link as its last part.  A negative errno on failure,
+ * with the reason on stderr. */
+static int walk_at(int start, const char *path, struct walk *w)
+{
+    const struct fs_store *s = w->s;
+    char *p = strdup(path);
+    int dir = p ? (p[0] == '/' ? open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)
+                               : fcntl(start, F_DUPFD_CLOEXEC, 0))
+                : -1;
+    if (dir < 0) {
+        int rc = p ? -errno : -ENOMEM;
+        free(p);
+        return rc;
+    }
+    for (char *c = p;;) {
+        while (*c == '/')
+            c++;
+        char *e = c + strcspn(c, "/");
+        bool last = *e == '\0' || e[strspn(e, "/")] == '\0';
+        char save = *e;
+        *e = '\0';
+        if (!*c) { /* the path ends with a slash */
+            free(p);
+            return dir;
+        }
+        int next;
+        struct stat st;
+        int st_err = fstatat(dir, c, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : errno;
+        if (strcmp(c, ".") == 0) {
+            next = fcntl(dir, F_DUPFD_CLOEXEC, 0);
+            next = next < 0 ? -errno : next;
+        } else if (!st_err && S_ISLNK(st.st_mode)) {
+            char target[PATH_MAX];
+            ssize_t n = readlinkat(dir, c, target, sizeof(target) - 1);
+            if ((s && last) || !trusted_link(dir, &st)) {
+                fprintf(stderr, "memstorefs: the path of the memory store %s goes through the "
+                                "symbolic link %s, which %s; give the path it leads to instead\n",
+                        s ? s->mount_path : "", p,
+                        s && last ? "must not be the mount point itself"
+                                  : "an account other than root or the daemon's user could "
+                                    "change");
+                next = -ELOOP;
+            } else if (n < 0 || ++w->links > 40) {
+                next = n < 0 ? -errno : -ELOOP;
+                fprintf(stderr, "memstorefs: cannot follow the symbolic link %s: %s\n", p,
+                        strerror(-next));
+            } else {
+                target[n] = '\0';
+                struct fs_store *top = w->s;
+                w->s = NULL;
+                next = walk_at(dir, target, w);
+                w->s = top;
+            }
+        } else if (s && st_err == ENOENT && mkdirat(dir, c, 0755) == 0) {
+            int rc = record_made(w, p);
+            next = rc ? rc : opendir_at(dir, c);
+            if (rc)
+                unlinkat(dir, c, AT_REMOVEDIR);
+        } else if (s && ((st_err == ENOENT && errno != EEXIST) ||
+                         (!st_err && !S_ISDIR(st.st_mode)))) {
+            next = st_err ? -errno : -ENOTDIR;
             /* The reason is taken before getpwuid (in user_name), which may
              * change errno: the arguments are evaluated in no set order. */
-            const char *reason = strerror(-rc), *user = user_name(geteuid());
+            const char *reason = strerror(-next), *user = user_name(geteuid());
             fprintf(stderr, "memstorefs: cannot create the memory store's folder: %s "
                             "(memory_store_id=%s): %s; the parent directory must be writable "
                             "by user %s (uid %u)\n", s->mount_path, s->id, reason, user,
                     (unsigned)geteuid());
-            break;
+        } else {
+            next = opendir_at(dir, c);
+            if (next < 0 && s)
+                fprintf(stderr, "memstorefs: cannot open the memory store's folder %s "
+                                "(memory_store_id=%s) at %s: %s\n", s->mount_path, s->id, p,
+                        strerror(-next));
         }
-        *c = save;
-        if (!save)
-            break;
+        if (next < 0 || !last || !s)
+            close(dir);
+        else
+            w->parent = dir;
+        if (next < 0) {
+            free(p);
+            return next;
+        }
+        dir = next;
+        *e = save;
+        if (last) {
+            free(p);
+            return dir;
+        }
+        c = e;
     }
-    free(p);
-    if (!rc && s->uid != geteuid())
-        (void)!chown(s->mount_path, s->uid, s->gid);
-    return rc;
+}
+
+/* mkdir -p of s->mount_path, recording each directory created (parents
+ * first); then the mount directory is held open (s->dir_fd, with its parent
+ * s->parent_fd) and every later use by a root daemon goes through it: the
+ * chown for --uid and the mount itself (s->dir_ref, /proc/self/fd/N), so
+ * nothing an account does to the path's parts afterwards can move them. */
+int mountdir_make(struct fs_store *s, struct rt_lockinfo *info)
+{
+    struct walk w = {.s = s, .info = info, .parent = -1};
+    int fd = walk_at(-1, s->mount_path, &w);
+    if (fd < 0) {
+        if (w.parent >= 0)
+            close(w.parent);
+        return fd;
+    }
+    s->dir_fd = fd;
+    s->parent_fd = w.parent;
+    snprintf(s->dir_ref, sizeof(s->dir_ref), "/proc/self/fd/%d", fd);
+    if (s->uid != geteuid() &&
+        fchownat(fd, "", s->uid, s->gid, AT_EMPTY_PATH) != 0)
+        log_warn("cannot give the memory store's folder to its user", "memory_store_id", s->id,
+                 "path", s->mount_path, "error", strerror(errno));
+    return 0;
 }
 
 /* Directories a gone store created that still held another store's mount

@@ -10,7 +10,9 @@
  * whose mount paths are not clean and absolute, overlap, or exist. */
 int mountdir_check(const struct mount_opts *o);
 /* mkdir -p of s->mount_path, recording the directories created in s and
- * in info (for the lock file). */
+ * in info (for the lock file), without going through a symbolic link
+ * another account could change; opens the directory (s->dir_fd, s->dir_ref)
+ * and its parent (s->parent_fd) and gives it to s->uid through them. */
 int mountdir_make(struct fs_store *s, struct rt_lockinfo *info);
 /* Removes what mountdir_make created for s. */
 void mountdir_remove(struct fs_store *s);

@@ -151,6 +151,48 @@ Test(security_files, uid_names_the_agent_and_umask_keeps_others_out)
     free(out);
 }
 
+/* Root mounts a store for the agent (--uid) at a path through the agent's
+ * own directory: a symbolic link the agent put there must not take root's
+ * mkdir, chown and mount into a directory only root may write (the same
+ * link swapped in between the daemon's checks and its mount would). */
+Test(security_files, a_link_the_agent_put_in_the_mount_path_is_not_followed)
+{
+    struct tuser agent;
+    tu_create(&agent, "mfs-agent");
+    mnt_sh(&E, NULL, "mkdir -m 755 '%s/rootonly' && ln -s '%s/rootonly' '%s/link' && "
+                     "chown -h %s '%s/link'", TU_DIR, TU_DIR, agent.home, agent.name,
+           agent.home);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/link/mem' --cache-dir '%s/cache' "
+                              "--uid %s", store, agent.home, TU_DIR, agent.name);
+    cr_expect_neq(rc, 0, "root mounted through the agent's link: %s", out);
+    cr_expect(strstr(out, "symbolic link") && strstr(out, "/link"), "%s", out);
+    free(out);
+    char made[600];
+    snprintf(made, sizeof(made), "%s/rootonly/mem", TU_DIR);
+    struct stat st;
+    cr_expect_neq(lstat(made, &st), 0, "root made %s (owner %u) through the agent's link", made,
+                  (unsigned)st.st_uid);
+}
+
+/* A link only root can change (as /var/run -> /run) is still followed. */
+Test(security_files, a_link_only_root_can_change_is_followed)
+{
+    struct tuser agent;
+    tu_create(&agent, "mfs-agent");
+    mnt_sh(&E, NULL, "mkdir -m 755 '%s/rootonly' '%s/real' && ln -s '%s/real' "
+                     "'%s/rootonly/link'", TU_DIR, TU_DIR, TU_DIR, TU_DIR);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/rootonly/link/s' --cache-dir "
+                              "'%s/cache' --uid %s", store, TU_DIR, TU_DIR, agent.name);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    rc = tu_sh(&E, &agent, &out, "cat '%s/real/s/notes/a.md'", TU_DIR);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect_str_eq(out, "secret\n");
+    free(out);
+}
+
 Test(security_files, allow_other_opens_reading_to_every_account)
 {
     root_mount("-o allow_other");

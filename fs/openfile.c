@@ -244,7 +244,11 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
     pthread_mutex_lock(&f->lock);
     int rc = 0;
     bool held = why == OFILE_CLOSE;
-    if (f->dirty || f->unsaved) {
+    if (why == OFILE_READER && f->writers) {
+        /* A reader's close: the buffer is the unfinished work of the
+         * writers still open (saving it, even held, would have the final
+         * sync or a restart after a crash push what no writer closed). */
+    } else if (f->dirty || f->unsaved) {
         char sha[SHA256_HEX_LEN + 1];
         /* The bytes were edited from f->sha: if the cache moved meanwhile
          * (a sync pulled the store's version), the store wins and they are

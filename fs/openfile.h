@@ -70,6 +70,10 @@ enum ofile_flush_why {
                   * the writer may still be open, so the content is held */
     OFILE_SYNC,  /* fsync, or a change made by path: the writer finished */
     OFILE_LAST,  /* the last writable handle was released */
+    OFILE_READER, /* a read-only handle was released: what writers still open
+                   * have written is theirs to save, so only a buffer no
+                   * writer holds any more (a failed save of the last one)
+                   * is saved, as OFILE_LAST */
 };
 /* Writes a dirty buffer to the cache (blob, sha, size, mtime, state); the
  * data is durable when this returns 0.  Whether a sync may push it follows

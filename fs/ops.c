@@ -499,8 +499,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct fs_store *s = store_of(req);
     struct ofile *f = ops_ofile(fi);
     if (f) {
-        bool last = ops_fh_writer(fi) && ofile_writer_release(f);
-        int rc = ofile_flush(f, s->cache, last ? OFILE_LAST : OFILE_CLOSE, NULL);
+        bool writer = ops_fh_writer(fi);
+        bool last = writer && ofile_writer_release(f);
+        int rc = ofile_flush(f, s->cache, !writer ? OFILE_READER : last ? OFILE_LAST : OFILE_CLOSE,
+                             NULL);
         if (rc)
             log_error("failed to save a closed file to the cache", "memory_store_id", s->id,
                       "error", strerror(-rc));

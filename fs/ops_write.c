@@ -355,14 +355,17 @@ static void flush_reply(fuse_req_t req, struct fuse_file_info *fi, enum ofile_fl
         fuse_reply_err(req, -rc);
 }
 
+/* A read-only descriptor's close or fsync saves nothing a writer still
+ * has open (OFILE_READER): `cat` or `sync FILE` beside an editor must not
+ * make its half-written file pushable. */
 void ops_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    flush_reply(req, fi, OFILE_CLOSE);
+    flush_reply(req, fi, ops_fh_writer(fi) ? OFILE_CLOSE : OFILE_READER);
 }
 
 void ops_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-    flush_reply(req, fi, OFILE_SYNC);
+    flush_reply(req, fi, ops_fh_writer(fi) ? OFILE_SYNC : OFILE_READER);
 }
 
 void ops_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,8 +26,15 @@ static void setup(void)
     sy_start(seed);
 }
 
+static pid_t writer_pid; /* a child holding files open, killed in any case */
+
 static void teardown(void)
 {
+    if (writer_pid > 0) {
+        kill(writer_pid, SIGKILL);
+        waitpid(writer_pid, NULL, 0);
+        writer_pid = 0;
+    }
     sy_stop();
 }
 
@@ -180,6 +188,82 @@ Test(mount_sync_unmount, files_still_open_at_sigterm_push_only_what_was_saved)
     cr_expect_str_eq(out, "saved\nunsaved tail\n", "the kept edit is not the open buffer");
     free(out);
     free(id);
+}
+
+/* A reader's close, or its fsync, beside a writer that still holds the
+ * file open saves nothing of the writer's: its half-written content is
+ * pushed neither by a sync nor by the final one, and is kept as a record
+ * like any unsaved edit.  (The reader's close saved the writer's buffer,
+ * held, which the final sync pushed; its fsync made it pushable at once.) */
+Test(mount_sync_unmount, a_reader_s_close_or_fsync_publishes_no_writer_s_open_edit)
+{
+    sy_mount(false, "--flush-timeout 10");
+    sy_after_sync();
+    int pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    const char *const name[] = {"closed.md", "synced.md"};
+    /* The writer is a child that never forks: a descriptor this process
+     * held would be closed (FLUSH, a writer's close, which saves) by every
+     * shell it starts, at its fork's exit or exec. */
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    writer_pid = fork();
+    cr_assert_geq(writer_pid, 0);
+    if (writer_pid == 0) {
+        close(ready[0]);
+        for (int i = 0; i < 2; i++) {
+            char path[600];
+            snprintf(path, sizeof(path), "%s/%s", mnt, name[i]);
+            int w = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (w < 0 || write(w, "first half\n", 11) != 11)
+                _exit(1);
+        }
+        (void)!write(ready[1], "y", 1);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char y = 0;
+    cr_assert_eq(read(ready[0], &y, 1), 1, "the writer could not write");
+    close(ready[0]);
+    for (int i = 0; i < 2; i++) {
+        char path[600];
+        snprintf(path, sizeof(path), "%s/%s", mnt, name[i]);
+        int r = open(path, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(r, 0);
+        char buf[64];
+        cr_expect_eq(read(r, buf, sizeof(buf)), 11);
+        if (i == 1)
+            cr_expect_eq(fsync(r), 0);
+        close(r);
+    }
+    sy_after_sync();
+    for (int i = 0; i < 2; i++) {
+        char tail[32], *c;
+        snprintf(tail, sizeof(tail), "/%s", name[i]);
+        c = sy_content(tail);
+        cr_expect_null(c, "%s: a half-written file was pushed by a sync", name[i]);
+        free(c);
+    }
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    bool gone = false;
+    for (int i = 0; i < 35 * 10 && !gone; i++) {
+        gone = !alive(pid);
+        if (!gone)
+            usleep(100 * 1000);
+    }
+    cr_assert(gone, "the daemon did not exit after SIGTERM");
+    for (int i = 0; i < 2; i++) {
+        char tail[32], *c;
+        snprintf(tail, sizeof(tail), "/%s", name[i]);
+        c = sy_content(tail);
+        cr_expect_null(c, "%s: a half-written file was pushed at unmount: %s", name[i],
+                       c ? c : "");
+        free(c);
+    }
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts WHERE kind = 1");
+    cr_expect_str_eq(k, "2", "the unsaved edits were not kept");
+    free(k);
 }
 
 /* Unmounting one store of a daemon leaves the files open in its other

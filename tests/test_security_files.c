@@ -7,10 +7,16 @@
  * Everything lives in TU_DIR (0755), so only the modes memstorefs sets
  * stand between the other account and the files. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mnt.h"
@@ -19,6 +25,7 @@
 static struct mnt_env E;
 static char *store;
 static struct tuser other;
+static pid_t swapper; /* a child of the test's, killed in the teardown */
 
 static void setup(void)
 {
@@ -32,6 +39,11 @@ static void setup(void)
 
 static void teardown(void)
 {
+    if (swapper > 0) {
+        kill(swapper, SIGKILL);
+        waitpid(swapper, NULL, 0);
+        swapper = 0;
+    }
     mnt_sh(&E, NULL, "timeout 60 $MFS unmount --all >/dev/null 2>&1");
     tu_teardown();
     mnt_teardown(&E);
@@ -173,6 +185,54 @@ Test(security_files, a_link_the_agent_put_in_the_mount_path_is_not_followed)
     struct stat st;
     cr_expect_neq(lstat(made, &st), 0, "root made %s (owner %u) through the agent's link", made,
                   (unsigned)st.st_uid);
+}
+
+/* The same link swapped in while root mounts: the agent exchanges its
+ * empty mount point with a link to a directory only root may write, over
+ * and over (renameat2 RENAME_EXCHANGE), while root mounts the store there
+ * for it in the mount(8) form (an existing empty directory is accepted).
+ * Root's chown and mount must never land on the link's target. */
+Test(security_files, a_mount_point_swapped_for_a_link_while_root_mounts_is_not_followed)
+{
+    struct tuser agent;
+    tu_create(&agent, "mfs-agent");
+    char mp[600], sw[600], target[600];
+    snprintf(mp, sizeof(mp), "%s/mp", agent.home);
+    snprintf(sw, sizeof(sw), "%s/swap", agent.home);
+    snprintf(target, sizeof(target), "%s/rootonly", TU_DIR);
+    cr_assert_eq(mnt_sh(&E, NULL, "mkdir -m 755 '%s' '%s' && ln -s '%s' '%s' && "
+                                  "chown -h %s '%s' '%s'", target, mp, target, sw,
+                        agent.name, mp, sw), 0);
+    swapper = fork();
+    cr_assert_geq(swapper, 0);
+    if (swapper == 0) {
+        if (setgroups(0, NULL) || setresgid(agent.gid, agent.gid, agent.gid) ||
+            setresuid(agent.uid, agent.uid, agent.uid))
+            _exit(1);
+        for (time_t end = time(NULL) + 120; time(NULL) < end;)
+            syscall(SYS_renameat2, AT_FDCWD, mp, AT_FDCWD, sw, 2 /* RENAME_EXCHANGE */);
+        _exit(0);
+    }
+    int mounted = 0;
+    for (int i = 0; i < 30; i++) {
+        char *out = NULL;
+        int rc = mnt_sh(&E, &out, "$MFS '%s' '%s' -o uid=%s,cache_dir='%s/cache'", store, mp,
+                        agent.name, TU_DIR);
+        free(out);
+        struct stat st;
+        cr_assert_eq(stat(target, &st), 0);
+        cr_expect_eq(st.st_uid, 0, "root gave %s to the agent (attempt %d)", target, i + 1);
+        cr_expect_not(mnt_is_mounted(target), "root mounted the store on %s (attempt %d)",
+                      target, i + 1);
+        if (rc == 0) {
+            mounted++;
+            mnt_sh(&E, NULL, "timeout 60 $MFS unmount --all >/dev/null 2>&1; "
+                             "umount -l '%s' 2>/dev/null; true", target);
+        }
+        if (st.st_uid != 0)
+            break;
+    }
+    cr_log_info("mounted in %d of the attempts", mounted);
 }
 
 /* A link only root can change (as /var/run -> /run) is still followed. */

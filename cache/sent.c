@@ -317,6 +317,35 @@ static int set_baseline(struct cache *c, uint64_t ino, const char *memory_id, co
     return step_done(c, st, "mark synced");
 }
 
+/* File ino, which had memory `given`, has just taken memory `taken` (a
+ * content update of another file's memory: names swapped, or turned in a
+ * cycle).  The other live file that still has `taken` gets `given` in
+ * exchange, with ino's old baseline, which is what the store holds of it
+ * as far as the cache knows: one memory, one file.  Left with `taken`, a
+ * file whose own update failed met `taken`'s new content at the next sync
+ * as a remote change against its local rename, and was brought to it,
+ * its content lost. */
+static int hand_over(struct cache *c, const char *store_id, uint64_t ino, const char *taken,
+                     const char *given)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, "UPDATE nodes SET memory_id = ?3,"
+                           " base_sha = (SELECT base_sha FROM nodes WHERE ino = ?4),"
+                           " base_path = (SELECT base_path FROM nodes WHERE ino = ?4),"
+                           " state = CASE WHEN sha IS (SELECT base_sha FROM nodes WHERE ino = ?4)"
+                           " AND path IS (SELECT base_path FROM nodes WHERE ino = ?4) THEN 0"
+                           " WHEN state = 0 THEN 1 ELSE state END"
+                           " WHERE store = ?1 AND memory_id = ?2 AND ino != ?4 AND unlinked = 0"
+                           " AND parent IS NOT NULL AND is_dir = 0", &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, taken, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, given, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)ino);
+    return step_done(c, st, "hand a memory over");
+}
+
 int cache_push_answered(struct cache *c, const char *store_id, const struct cache_answer *a,
                         struct cache_answer_result *res)
 {
@@ -340,7 +369,10 @@ int cache_push_answered(struct cache *c, const char *store_id, const struct cach
         res->outcome = CACHE_ANS_FOREIGN;
     } else if (t.live && (strcmp(t.memory_id, a->memory_id) == 0 ||
                           strcmp(t.memory_id, node_id) == 0)) {
-        rc = set_baseline(c, t.ino, a->memory_id, a->sha, a->path);
+        if (t.memory_id[0] && strcmp(t.memory_id, a->memory_id) != 0)
+            rc = hand_over(c, store_id, t.ino, a->memory_id, t.memory_id);
+        if (!rc)
+            rc = set_baseline(c, t.ino, a->memory_id, a->sha, a->path);
         res->outcome = CACHE_ANS_APPLIED;
         res->ino = t.ino;
     } else if ((rc = live_owner(c, store_id, a->memory_id, &owner)) == 0 && owner) {

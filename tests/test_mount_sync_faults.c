@@ -312,3 +312,42 @@ Test(mount_sync_faults, a_lost_create_after_rm_and_a_remote_delete_is_adopted)
     cr_expect(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
     free(u_id);
 }
+
+/* Names swapped locally (mv a t; mv b a; mv t b) go out as two content
+ * updates, each file writing the other's memory.  When only one of them
+ * succeeds, the file whose update failed must still reach the store with
+ * its content.  (The file that succeeded took the other's memory while
+ * that file kept it too; the next sync then saw the failed file's memory
+ * changed remotely and its path changed locally, and brought it back to
+ * the other file's content: both files read the same, no conflict record,
+ * and one content was left only in the server's history.) */
+Test(mount_sync_faults, a_swap_half_refused_loses_neither_content)
+{
+    cr_assert_eq(sy_run(NULL, "echo A > a.md && echo B > b.md"), 0);
+    const char *const before[] = {"/u.md", "v1\n", "/a.md", "A\n", "/b.md", "B\n", NULL};
+    char *last = NULL;
+    cr_assert(sy_wait_server(before, WITHIN, &last), "%s", last);
+    free(last);
+    cr_assert(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+    char *id_b = sy_id("/b.md");
+    cr_assert_not_null(id_b);
+    sy_after_sync();
+    /* Every write to b.md's memory fails until cleared. */
+    char fault[512];
+    snprintf(fault, sizeof(fault), "{\"action\":\"status\",\"status\":500,\"count\":0,"
+             "\"method\":\"POST\",\"path\":\"/v1/memory_stores/*/memories/%s\"}", id_b);
+    sy_fault(fault);
+    cr_assert_eq(sy_run(NULL, "mv a.md t.md && mv b.md a.md && mv t.md b.md"), 0);
+    cr_assert(sy_wait_log(REC_MSG_UPLOAD_FAILED, "path=/b.md", 1, WITHIN + 10),
+              "no failed upload logged:\n%s", sy_log_grep("upload"));
+    sy_clear_faults();
+    const char *const want[] = {"/u.md", "v1\n", "/a.md", "B\n", "/b.md", "A\n", NULL};
+    bool ok = sy_wait_server(want, 2 * WITHIN, &last);
+    char *out = NULL;
+    sy_run(&out, "cat a.md b.md");
+    cr_expect_str_eq(out, "B\nA\n", "the local files changed");
+    free(out);
+    cr_expect(ok, "the store did not converge: %s", last);
+    free(last);
+    free(id_b);
+}

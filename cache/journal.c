@@ -144,17 +144,26 @@ static uint64_t ino_at(struct cache *c, const char *store, const char *path, siz
 
 /* The node a record's content goes to: its own (same ino, store and
  * path), else the live file at its path, else a new file there (the one
- * the close saved was made by an open whose lazy create died with it). */
+ * the close saved was made by an open whose lazy create died with it);
+ * 1 when the record has no content to place (its file was removed). */
 static int target(struct cache *c, const struct jhdr *h, const char *store, const char *path,
                   uint64_t *ino)
 {
     struct cnode n = {0};
     char id[CACHE_ID_MAX] = "";
     if (db_get_node(c, h->ino, &n) == 0) {
-        bool same = !n.unlinked && !n.is_dir && strcmp(n.path, path) == 0 &&
+        bool mine = !n.is_dir && strcmp(n.path, path) == 0 &&
                     db_writable_store(c, h->ino, id, NULL) == 0 && strcmp(id, store) == 0;
+        /* Its own node, removed: the removal committed at once, so it came
+         * before the close.  Removed here (no memory kept), the bytes were
+         * written to a file gone, as on any file system: nothing to keep.
+         * Removed by the sync (its memory kept), the close lost to the
+         * store, as it would have live: a conflict record. */
+        bool removed = mine && n.unlinked, by_sync = removed && n.memory_id[0];
         cnode_clear(&n);
-        if (same) {
+        if (removed)
+            return by_sync ? -ENOENT : 1;
+        if (mine) {
             *ino = h->ino;
             return 0;
         }
@@ -221,6 +230,8 @@ static int apply_record(struct cache *c, const struct jhdr *h, const char *store
     uint64_t ino = 0;
     bool kept = false;
     int rc = target(c, h, store, path, &ino);
+    if (rc == 1)
+        return 0;
     if (!rc)
         rc = db_content_put(c, ino, buf, h->len, h->mtime, sha, h->has_expect ? expect : NULL,
                             h->held, &kept);

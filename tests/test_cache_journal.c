@@ -360,6 +360,43 @@ Test(cache_journal, what_a_committed_epoch_left_past_the_records_is_never_replay
     cache_close(&c);
 }
 
+/* Files removed while open, then written and closed (the rm commits at
+ * once; the closes' records wait for the saver): a new file, and one with
+ * committed content. */
+static void closes_after_rm(struct cache *k, uint64_t r)
+{
+    struct cnode f, o;
+    char old_sha[SHA256_HEX_LEN + 1];
+    uint64_t ino = 0;
+    if (cache_create(k, r, "old.md", false, 1, &o) ||
+        cache_set_content(k, o.ino, "old\n", 4, 2, old_sha) ||
+        cache_create_open(k, r, "ghost.md", 3, &f) ||
+        cache_unlink(k, r, "ghost.md", false, &ino) || cache_unlink(k, r, "old.md", false, &ino) ||
+        cache_save_closed(k, f.ino, "ghost\n", 6, 4, f.sha, NULL) ||
+        cache_save_closed(k, o.ino, "old, edited\n", 12, 5, old_sha, NULL))
+        _exit(6);
+    cnode_clear(&f);
+    cnode_clear(&o);
+}
+
+Test(cache_journal, a_file_removed_while_open_does_not_come_back)
+{
+    crash_after(closes_after_rm);
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    struct cnode n;
+    bool back = cache_lookup(c, root, "ghost.md", &n) == 0;
+    cr_expect_not(back, "a file removed while open came back after the crash");
+    if (back)
+        cnode_clear(&n);
+    back = cache_lookup(c, root, "old.md", &n) == 0;
+    cr_expect_not(back, "a file with content removed while open came back after the crash");
+    if (back)
+        cnode_clear(&n);
+    cr_expect_eq(n_conflicts(c), 0, "a removed file's close became a conflict record");
+    cache_close(&c);
+}
+
 Test(cache_journal, a_record_with_no_place_is_kept_as_a_conflict)
 {
     crash_after(two_closes);

@@ -33,6 +33,7 @@
 #include "daemon.h"
 #include "engine.h"
 #include "history.h"
+#include "rules.h"
 
 #define MAX_JOBS 16
 #define MAX_FIELDS 5
@@ -184,6 +185,14 @@ static void say_done(FILE *out, const struct restore_done *done)
 static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
 {
     const char *rel = j->f[2], *to = j->f[4][0] ? j->f[4] : NULL, *m = j->s->mount_path;
+    const char *bad = NULL, *badp = rel;
+    /* The command line makes clean paths; a client of its own may not. */
+    if (rules_check_local_path(rel, strlen(rel), &bad) != 0 ||
+        (to && (badp = to) && rules_check_local_path(to, strlen(to), &bad) != 0)) {
+        snprintf(why, whylen, "'%s' is not the path of a file in the mount: %s (nothing was "
+                 "changed)", badp, bad ? bad : "invalid");
+        return -EINVAL;
+    }
     if (j->s->read_only) {
         edit_why(j, -EROFS, rel, why, whylen);
         return -EROFS;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -184,5 +185,64 @@ Test(security_bounds, status_reports_a_daemon_that_does_not_answer)
     cr_expect_eq(rc, 1, "status of a stopped daemon exited %d: %s", rc, out);
     cr_expect(!strstr(out, "no memory store is mounted"), "%s", out);
     cr_expect(strstr(out, "did not answer") && strstr(out, store), "%s", out);
+    free(out);
+}
+
+/* Sends one control line to daemon pid; its whole answer (malloc'd). */
+static char *ask_raw(pid_t pid, const char *line)
+{
+    struct sockaddr_un a;
+    sock_path(pid, &a);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    struct timeval tv = {20, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    cr_assert_eq(send(fd, line, strlen(line), MSG_NOSIGNAL), (ssize_t)strlen(line));
+    char *buf = calloc(1, 65536);
+    size_t n = 0;
+    ssize_t r;
+    while (n < 65535 && (r = recv(fd, buf + n, 65535 - n, 0)) > 0)
+        n += (size_t)r;
+    close(fd);
+    return buf;
+}
+
+/* A client of the daemon's own user that is not the command line: a
+ * restore naming a path no file of a mount can have is refused, and the
+ * daemon goes on.  (A path without a slash crashed it: strrchr gave NULL;
+ * "/a/../b" or "/a/" made nodes named ".." or "".) */
+Test(security_bounds, a_restore_of_a_path_no_file_can_have_is_refused)
+{
+    sy_mount(false, "");
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    char *id = sy_id("/notes/a.md");
+    cr_assert_not_null(id);
+    cJSON *l = sy_versions(id);
+    const char *v = tj_str(cJSON_GetArrayItem(l, 0), "id");
+    cr_assert_not_null(v);
+    const char *const bad[][2] = {{"nolead.md", ""}, {"/notes/../b.md", ""}, {"/notes/", ""},
+                                  {"//x.md", ""}, {"/notes/a.md", "noslash.md"},
+                                  {"/notes/a.md", "/x/./y.md"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char line[1200];
+        snprintf(line, sizeof(line), "hist-restore\t%s\t%s\t%s\t%s\n", mnt, bad[i][0], v,
+                 bad[i][1]);
+        char *out = ask_raw(pid, line);
+        cr_expect(strstr(out, "error") && strstr(out, "not the path of a file"),
+                  "%s -> %s: %s", bad[i][0], bad[i][1], out);
+        free(out);
+        cr_assert_eq(kill(pid, 0), 0, "the daemon died on %s -> %s", bad[i][0], bad[i][1]);
+    }
+    cJSON_Delete(l);
+    free(id);
+    char *out = NULL;
+    cr_expect_eq(mnt_sh(&E, &out, "ls -a %s %s/notes | sort | tr '\\n' ' '", mnt, mnt), 0);
+    cr_expect_null(strstr(out, "b.md"), "%s", out);
+    cr_expect_null(strstr(out, "x.md"), "%s", out);
+    cr_expect_null(strstr(out, "noslash"), "%s", out);
+    free(out);
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS status"), 0, "%s", out);
     free(out);
 }

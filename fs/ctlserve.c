@@ -45,6 +45,21 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void ctl_send_all(int fd, const char *s, size_t n, int64_t *deadline_ms)
+{
+    if (!*deadline_ms)
+        *deadline_ms = now_ms() + CTL_SEND_MS;
+    while (n && now_ms() < *deadline_ms) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* gone, or too slow to read: nothing more to send */
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
 static void drop(struct ctl_client *c)
 {
     if (c->fd >= 0)

@@ -72,6 +72,13 @@ void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mou
  * printed otherwise, or a negative errno when the daemon cannot be reached
  * or does not answer within timeout_s. */
 int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s);
+/* ctlserve.c: sends n bytes of an answer on fd, a blocking socket with
+ * a send timeout, from a thread of its own; gives up when the client is
+ * gone or has not read it all by *deadline_ms (set on the first call of an
+ * answer, from 0, to CTL_SEND_MS from now): a client that reads a byte at
+ * a time holds the thread no longer than that. */
+#define CTL_SEND_MS 10000
+void ctl_send_all(int fd, const char *s, size_t n, int64_t *deadline_ms);
 /* syncctl.c: serves a "sync..." command on fd; true when a thread of its
  * own now answers and closes fd.  syncctl_drain waits (bounded) for them:
  * false when one still runs. */

@@ -15,9 +15,11 @@
  * served by a detached thread of its own, like `sync --wait` (syncctl.c):
  * at most MAX_JOBS at once, counted (jobs) so that teardown waits for
  * them (hist_drain) after cancelling the HTTP requests; the socket is made
- * blocking with a send timeout, so a client that stops reading holds a
- * thread for 10 s at most.  The store a command names is chosen on the
- * main thread (fs_store entries live until the daemon exits). */
+ * blocking with a 10 s send timeout, and an answer gets CTL_SEND_MS in
+ * all (ctl_send_all), so a client that stops reading, or reads a byte at
+ * a time, holds a thread 20 s at most.  The store a command names is
+ * chosen on the main thread (fs_store entries live until the daemon
+ * exits). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -48,19 +50,6 @@ struct job {
     int nf;
     char line[CTL_LINE_MAX];
 };
-
-static void put(int fd, const char *s, size_t n)
-{
-    while (n) {
-        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* gone, or too slow to read: nothing more to send */
-        s += w;
-        n -= (size_t)w;
-    }
-}
 
 void hist_api_why(const struct daemon *d, int rc, const struct api_error *e, const char *what,
                   char *why, size_t whylen)
@@ -435,8 +424,9 @@ static void *job_main(void *arg)
                 rc = (cmds[i].fn ? cmds[i].fn : do_log)(j, out, why, sizeof(why));
         fclose(out);
     }
+    int64_t deadline = 0; /* the whole answer's (ctl_send_all) */
     if (!rc && text)
-        put(j->fd, text, len);
+        ctl_send_all(j->fd, text, len, &deadline);
     free(text);
     if (rc) {
         char line[1300];
@@ -444,9 +434,10 @@ static void *job_main(void *arg)
             if (*p == '\n' || *p == '\r')
                 *p = ' ';
         int n = snprintf(line, sizeof(line), "error %s\n", why[0] ? why : strerror(-rc));
-        put(j->fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        ctl_send_all(j->fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1,
+                     &deadline);
     } else {
-        put(j->fd, "ok\n", 3);
+        ctl_send_all(j->fd, "ok\n", 3, &deadline);
     }
     close(j->fd);
     free(j);

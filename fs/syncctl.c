@@ -42,16 +42,11 @@ struct waiter {
 };
 
 /* Sends all of s, or as much as the client takes before a send times out. */
+/* One answer, whole (ctl_send_all: bounded however slowly it is read). */
 static void put(int fd, const char *s)
 {
-    size_t len = strlen(s);
-    while (len) {
-        ssize_t n = send(fd, s, len, MSG_NOSIGNAL);
-        if (n <= 0)
-            return;
-        s += n;
-        len -= (size_t)n;
-    }
+    int64_t deadline = 0;
+    ctl_send_all(fd, s, strlen(s), &deadline);
 }
 
 /* Adds a round's report to the ones before it: counts add up, what is
@@ -100,7 +95,7 @@ static void *serve_wait(void *arg)
         }
     }
     /* The whole answer is made before any of it is sent: a send may block
-     * (a client that stops reading, up to SO_SNDTIMEO a send), and the
+     * (a client that stops reading: 20 s at most, ctl_send_all), and the
      * daemon may stop meanwhile; from the first send on, this thread
      * touches nothing of the daemon's. */
     char *text = NULL;

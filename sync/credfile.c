@@ -32,7 +32,9 @@ static const char *const keys[] = {"ANTHROPIC_WORK_SECRET", "ANTHROPIC_API_KEY",
 /* Reads the whole file after checking who may read it. */
 static int read_checked(const char *path, char **buf, size_t *len, char *why, size_t whylen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    /* O_NONBLOCK: a FIFO put at the path would otherwise hang the mount
+     * until somebody writes to it (it is then refused: not a regular file). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         int err = errno;
         snprintf(why, whylen, "cannot read the credentials file %s: %s", path, strerror(err));

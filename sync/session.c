@@ -240,11 +240,15 @@ static int parse_store(const cJSON *r, size_t index, struct session_store *s, ch
                        size_t whylen)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(r, "memory_store_id");
+    /* Letters, digits, '_' and '-', as --store takes: the id goes into the
+     * mount's options (fsname=memstorefs:ID), where a comma would add
+     * options of its own, and into the store's lock file name. */
     if (!cJSON_IsString(id) || !id->valuestring || !*id->valuestring ||
-        strpbrk(id->valuestring, "/ \t\r\n")) {
+        id->valuestring[strspn(id->valuestring, "abcdefghijklmnopqrstuvwxyz"
+                                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")]) {
         why_set(why, whylen,
-                "memory_store resource #%zu has no valid memory_store_id (a non-empty string)",
-                index + 1);
+                "memory_store resource #%zu has no valid memory_store_id (a non-empty string "
+                "of letters, digits, '_' and '-')", index + 1);
         return -EINVAL;
     }
     const char *sid = id->valuestring;

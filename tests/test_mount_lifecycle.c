@@ -96,6 +96,22 @@ Test(mount_lifecycle, missing_credential_is_refused)
     expect_nothing_left();
 }
 
+/* A FIFO where the credentials file should be: refused at once (its
+ * open waited for a writer, so the mount hung). */
+Test(mount_lifecycle, a_fifo_as_credentials_file_is_refused_at_once)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "rm -f \"$CACHE.fifo\" && mkfifo -m 600 \"$CACHE.fifo\" && "
+                              "timeout 20 $MFS mount --store '%s:%s/fifo' --cache-dir \"$CACHE\" "
+                              "--credentials \"$CACHE.fifo\"; echo rc=$?; rm -f \"$CACHE.fifo\"",
+                    store, E.mnt);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect_null(strstr(out, "rc=124"), "the mount hung on the FIFO: %s", out);
+    cr_expect(strstr(out, "not a regular file"), "%s", out);
+    free(out);
+    expect_nothing_left();
+}
+
 Test(mount_lifecycle, unreachable_server_is_refused)
 {
     char *out = NULL;

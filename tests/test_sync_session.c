@@ -304,6 +304,11 @@ Test(session, refusals)
         {"[{\"type\":\"memory_store\",\"access\":\"read_only\"}]", "memory_store_id"},
         {"[{\"type\":\"memory_store\",\"memory_store_id\":\"\"}]", "memory_store_id"},
         {"[{\"type\":\"memory_store\",\"memory_store_id\":7}]", "memory_store_id"},
+        /* An id is letters, digits, '_' and '-', as for --store: a comma
+         * would add options to the mount's fsname (allow_other...). */
+        {"[{\"type\":\"memory_store\",\"memory_store_id\":\"m,allow_other\"}]",
+         "memory_store_id"},
+        {"[{\"type\":\"memory_store\",\"memory_store_id\":\"a.b\"}]", "memory_store_id"},
         {"[{\"type\":\"memory_store\",\"memory_store_id\":\"m\",\"mount_path\":\"rel/x\"}]",
          "clean absolute"},
         {"[{\"type\":\"memory_store\",\"memory_store_id\":\"m\",\"mount_path\":\"/a/../b\"}]",

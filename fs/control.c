@@ -148,7 +148,7 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
     }
     if (!rc) {
         for (int i = info->n_created; i-- > 0;)
-            rmdir(info->created[i]);
+            mountdir_rmdir(info->created[i]);
         priv_unlink(file, S_IFREG);
         char sock[4200];
         if (info->pid > 0 && rt_sock_path(info->pid, sock, sizeof(sock)) == 0)

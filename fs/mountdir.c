@@ -136,6 +136,7 @@ static bool trusted_link(int dir, const struct stat *lst)
 
 struct walk {
     struct fs_store *s;     /* NULL inside a link's target: nothing is made there */
+    const char *shown;      /* the path the messages name; NULL: no message */
     struct rt_lockinfo *info;
     int parent;             /* the top walk's last directory before its last part */
     int links;              /* links followed so far (40 at most: ELOOP) */
@@ -206,17 +207,19 @@ static int walk_at(int start, const char *path, struct walk *w)
             char target[PATH_MAX];
             ssize_t n = readlinkat(dir, c, target, sizeof(target) - 1);
             if ((s && last) || !trusted_link(dir, &st)) {
-                fprintf(stderr, "memstorefs: the path of the memory store %s goes through the "
-                                "symbolic link %s, which %s; give the path it leads to instead\n",
-                        s ? s->mount_path : "", p,
-                        s && last ? "must not be the mount point itself"
-                                  : "an account other than root or the daemon's user could "
-                                    "change");
+                if (w->shown)
+                    fprintf(stderr, "memstorefs: the path of the memory store %s goes through "
+                                    "the symbolic link %s, which %s; give the path it leads to "
+                                    "instead\n", w->shown, p,
+                            s && last ? "must not be the mount point itself"
+                                      : "an account other than root or the daemon's user could "
+                                        "change");
                 next = -ELOOP;
             } else if (n < 0 || ++w->links > 40) {
                 next = n < 0 ? -errno : -ELOOP;
-                fprintf(stderr, "memstorefs: cannot follow the symbolic link %s: %s\n", p,
-                        strerror(-next));
+                if (w->shown)
+                    fprintf(stderr, "memstorefs: cannot follow the symbolic link %s: %s\n", p,
+                            strerror(-next));
             } else {
                 target[n] = '\0';
                 struct fs_store *top = w->s;
@@ -271,7 +274,7 @@ static int walk_at(int start, const char *path, struct walk *w)
  * nothing an account does to the path's parts afterwards can move them. */
 int mountdir_make(struct fs_store *s, struct rt_lockinfo *info)
 {
-    struct walk w = {.s = s, .info = info, .parent = -1};
+    struct walk w = {.s = s, .shown = s->mount_path, .info = info, .parent = -1};
     int fd = walk_at(-1, s->mount_path, &w);
     if (fd < 0) {
         if (w.parent >= 0)
@@ -288,6 +291,29 @@ int mountdir_make(struct fs_store *s, struct rt_lockinfo *info)
     return 0;
 }
 
+/* The contract: mountdir.h. */
+int mountdir_rmdir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : NULL;
+    if (!dir) {
+        errno = slash ? ENOMEM : EINVAL;
+        return -1;
+    }
+    struct walk w = {.parent = -1};
+    int fd = walk_at(-1, dir, &w);
+    free(dir);
+    if (fd < 0) {
+        errno = -fd;
+        return -1;
+    }
+    int rc = unlinkat(fd, slash + 1, AT_REMOVEDIR);
+    int err = errno;
+    close(fd);
+    errno = err;
+    return rc;
+}
+
 /* Directories a gone store created that still held another store's mount
  * (a shared parent such as /mnt/memory); retried after each teardown. */
 static char *leftover[64];
@@ -299,7 +325,7 @@ static void retry_leftovers(void)
     for (bool progress = true; progress;) {
         progress = false;
         for (size_t i = 0; i < n_leftover; i++) {
-            if (rmdir(leftover[i]) == 0 || errno == ENOENT) {
+            if (mountdir_rmdir(leftover[i]) == 0 || errno == ENOENT) {
                 free(leftover[i]);
                 leftover[i] = leftover[--n_leftover];
                 progress = true;
@@ -312,7 +338,7 @@ static void retry_leftovers(void)
 void mountdir_remove(struct fs_store *s)
 {
     for (size_t i = s->n_created; i-- > 0;) {
-        if (rmdir(s->created_dirs[i]) == 0 || errno == ENOENT) {
+        if (mountdir_rmdir(s->created_dirs[i]) == 0 || errno == ENOENT) {
             free(s->created_dirs[i]);
         } else if (errno == ENOTEMPTY && n_leftover < 64) {
             leftover[n_leftover++] = s->created_dirs[i];
@@ -334,7 +360,7 @@ void mountdir_remove(struct fs_store *s)
 void mountdir_finish(void)
 {
     for (size_t i = 0; i < n_leftover; i++) {
-        if (rmdir(leftover[i]) != 0)
+        if (mountdir_rmdir(leftover[i]) != 0)
             log_warn("failed to remove the memory store folder", "path", leftover[i], "error",
                      strerror(errno));
         free(leftover[i]);

@@ -14,6 +14,12 @@ int mountdir_check(const struct mount_opts *o);
  * another account could change; opens the directory (s->dir_fd, s->dir_ref)
  * and its parent (s->parent_fd) and gives it to s->uid through them. */
 int mountdir_make(struct fs_store *s, struct rt_lockinfo *info);
+/* rmdir(path) of a directory mountdir_make created, through its parent
+ * opened as a mount path is (no link another account could change is
+ * gone through): a part of the path swapped for a link since cannot turn
+ * root's rmdir onto an empty directory elsewhere.  0 or -1 with errno, as
+ * rmdir. */
+int mountdir_rmdir(const char *path);
 /* Removes what mountdir_make created for s. */
 void mountdir_remove(struct fs_store *s);
 /* What is mounted at path now (the top mount): 1 with its file system type

@@ -235,6 +235,35 @@ Test(security_files, a_mount_point_swapped_for_a_link_while_root_mounts_is_not_f
     cr_log_info("mounted in %d of the attempts", mounted);
 }
 
+/* The folders root made for the agent's mount are removed at unmount
+ * through the parts it opened, not through the path again: the agent
+ * moved one away and put a link in its place, to a directory tree only
+ * root may write, with empty directories of the same names.  Root's rmdir
+ * must not remove those. */
+Test(security_files, folders_are_removed_through_no_link_the_agent_put_back)
+{
+    struct tuser agent;
+    tu_create(&agent, "mfs-agent");
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/a/b/mp' --cache-dir '%s/cache' "
+                              "--uid %s", store, agent.home, TU_DIR, agent.name);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    cr_assert_eq(mnt_sh(&E, NULL, "mkdir -p -m 755 '%s/victim/b/mp'", TU_DIR), 0);
+    rc = tu_sh(&E, &agent, &out, "mv '%s/a' '%s/moved' && ln -s '%s/victim' '%s/a'",
+               agent.home, agent.home, TU_DIR, agent.home);
+    cr_assert_eq(rc, 0, "the agent could not move the folder: %s", out);
+    free(out);
+    mnt_sh(&E, &out, "timeout 60 $MFS unmount --all 2>&1");
+    free(out);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/victim/b/mp", TU_DIR);
+    struct stat st;
+    cr_expect_eq(stat(path, &st), 0, "root's unmount removed %s through the agent's link", path);
+    snprintf(path, sizeof(path), "%s/victim/b", TU_DIR);
+    cr_expect_eq(stat(path, &st), 0, "root's unmount removed %s through the agent's link", path);
+}
+
 /* A link only root can change (as /var/run -> /run) is still followed. */
 Test(security_files, a_link_only_root_can_change_is_followed)
 {

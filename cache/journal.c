@@ -155,11 +155,14 @@ static int target(struct cache *c, const struct jhdr *h, const char *store, cons
         bool mine = !n.is_dir && strcmp(n.path, path) == 0 &&
                     db_writable_store(c, h->ino, id, NULL) == 0 && strcmp(id, store) == 0;
         /* Its own node, removed: the removal committed at once, so it came
-         * before the close.  Removed here (no memory kept), the bytes were
-         * written to a file gone, as on any file system: nothing to keep.
-         * Removed by the sync (its memory kept), the close lost to the
-         * store, as it would have live: a conflict record. */
-        bool removed = mine && n.unlinked, by_sync = removed && n.memory_id[0];
+         * before the close.  Removed here (no memory kept, its content
+         * kept), the bytes were written to a file gone, as on any file
+         * system: nothing to keep.  Removed by the sync (its memory kept;
+         * or, never synced, dropped with its content where the store won),
+         * the close lost to the store, as it would have live: a conflict
+         * record. */
+        bool removed = mine && n.unlinked;
+        bool by_sync = removed && (n.memory_id[0] || !n.sha[0]);
         cnode_clear(&n);
         if (removed)
             return by_sync ? -ENOENT : 1;

@@ -418,6 +418,8 @@ int daemon_mount(struct mount_opts *o)
         fprintf(stderr, "memstorefs: out of resources\n");
         goto out;
     }
+    for (size_t i = 0; i < D.n; i++) /* before any failure: the teardown closes them */
+        D.stores[i].lock_fd = D.stores[i].dir_fd = D.stores[i].parent_fd = -1;
     for (size_t i = 0; i < D.n; i++) {
         struct fs_store *s = &D.stores[i];
         s->id = o->stores[i].id;
@@ -428,8 +430,6 @@ int daemon_mount(struct mount_opts *o)
         s->gid = o->gid;
         s->umask = o->umask;
         s->no_xattrs = o->no_xattrs;
-        s->lock_fd = -1;
-        s->dir_fd = s->parent_fd = -1;
         s->sync_idx = -1;
         pthread_mutex_init(&s->se_lock, NULL);
         s->marker = rules_marker_content(s->id);

@@ -69,6 +69,35 @@ static bool shared_by_owner(const struct mount_opts *o)
     return geteuid() == 0 && (o->uid != 0 || o->gid != 0);
 }
 
+/* Whether the -o options hold opt (a whole option). */
+static bool has_opt(const char *opts, const char *opt)
+{
+    size_t n = strlen(opt);
+    for (const char *p = opts; p && *p;) {
+        if (strncmp(p, opt, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+            return true;
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    return false;
+}
+
+/* What libfuse is given to mount on.  As root, the directory mountdir_make
+ * opened (/proc/self/fd/N): a part of the path swapped for a link since
+ * cannot move the mount (a user's fusermount3 makes that check itself).
+ * Not when libfuse would hand that name to another process, which has no
+ * such descriptor: fusermount3 (auto_unmount), or mount(8) and umount(8)
+ * keeping a regular /etc/mtab; nor without /proc. */
+static const char *mount_target(const struct fs_store *s, const struct mount_opts *o)
+{
+    struct stat st;
+    bool mtab_file = lstat("/etc/mtab", &st) == 0 && !S_ISLNK(st.st_mode);
+    if (geteuid() != 0 || s->dir_fd < 0 || has_opt(o->fuse_opts, "auto_unmount") ||
+        mtab_file || access(s->dir_ref, F_OK) != 0)
+        return s->mount_path;
+    return s->dir_ref;
+}
+
 int fsmount_start(struct fs_store *s, const struct mount_opts *o)
 {
     char opts[2048];
@@ -85,11 +114,12 @@ int fsmount_start(struct fs_store *s, const struct mount_opts *o)
                         "check the -o options\n", s->mount_path, s->id);
         return -EINVAL;
     }
-    /* As root, the mount goes through the directory mountdir_make opened:
-     * a part of the path swapped for a link since cannot move it (a
-     * user's fusermount3 makes the same check itself). */
-    const char *at = geteuid() == 0 && s->dir_fd >= 0 ? s->dir_ref : s->mount_path;
-    if (fuse_session_mount(s->se, at) != 0) {
+    const char *at = mount_target(s, o);
+    int mrc = fuse_session_mount(s->se, at);
+    if (mrc != 0 && at != s->mount_path) /* root without the right to mount (a user
+                                            * namespace): libfuse went to fusermount3 */
+        mrc = fuse_session_mount(s->se, s->mount_path);
+    if (mrc != 0) {
         fprintf(stderr, "memstorefs: cannot mount %s (memory_store_id=%s); is /dev/fuse "
                         "available and fusermount3 installed?\n", s->mount_path, s->id);
         fuse_session_destroy(s->se);

@@ -58,6 +58,24 @@ static bool empty_dir(const char *path)
     return empty;
 }
 
+/* Whether the directory opened (O_PATH) as fd is empty. */
+static bool empty_at(int fd)
+{
+    int d = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *dp = d < 0 ? NULL : fdopendir(d);
+    if (!dp) {
+        if (d >= 0)
+            close(d);
+        return false;
+    }
+    struct dirent *e;
+    bool empty = true;
+    while (empty && (e = readdir(dp)))
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(dp);
+    return empty;
+}
+
 static bool nested(const char *a, const char *b)
 {
     size_t n = strlen(a);
@@ -125,11 +143,14 @@ static const char *user_name(uid_t uid)
  * nobody else (/var/run -> /run passes; a link in an agent's home, in /tmp
  * or in any directory another account may write does not).  Such a link
  * could otherwise turn a root daemon's mkdir, chown and mount (--uid) onto
- * a place that account chose. */
+ * a place that account chose.  Only a root daemon is that careful. */
 static bool trusted_link(int dir, const struct stat *lst)
 {
     struct stat d;
     uid_t me = geteuid();
+    if (me != 0)
+        return true; /* an account's daemon can do nothing the account cannot;
+                      * its mount goes through fusermount3, which checks */
     return fstat(dir, &d) == 0 && (d.st_uid == 0 || d.st_uid == me) &&
            !(d.st_mode & (S_IWGRP | S_IWOTH)) && (lst->st_uid == 0 || lst->st_uid == me);
 }
@@ -140,6 +161,8 @@ struct walk {
     struct rt_lockinfo *info;
     int parent;             /* the top walk's last directory before its last part */
     int links;              /* links followed so far (40 at most: ELOOP) */
+    bool said;              /* a failure's reason was printed */
+    bool made_last;         /* the top walk created the last part */
 };
 
 static int opendir_at(int dir, const char *name)
@@ -207,6 +230,7 @@ static int walk_at(int start, const char *path, struct walk *w)
             char target[PATH_MAX];
             ssize_t n = readlinkat(dir, c, target, sizeof(target) - 1);
             if ((s && last) || !trusted_link(dir, &st)) {
+                w->said = w->shown != NULL;
                 if (w->shown)
                     fprintf(stderr, "memstorefs: the path of the memory store %s goes through "
                                     "the symbolic link %s, which %s; give the path it leads to "
@@ -217,6 +241,7 @@ static int walk_at(int start, const char *path, struct walk *w)
                 next = -ELOOP;
             } else if (n < 0 || ++w->links > 40) {
                 next = n < 0 ? -errno : -ELOOP;
+                w->said = w->shown != NULL;
                 if (w->shown)
                     fprintf(stderr, "memstorefs: cannot follow the symbolic link %s: %s\n", p,
                             strerror(-next));
@@ -226,10 +251,18 @@ static int walk_at(int start, const char *path, struct walk *w)
                 w->s = NULL;
                 next = walk_at(dir, target, w);
                 w->s = top;
+                if (next < 0 && !w->said && w->shown) {
+                    /* Nothing is made beyond a link: what it leads to must be there. */
+                    fprintf(stderr, "memstorefs: the path of the memory store %s goes through "
+                                    "the symbolic link %s to %s, which cannot be opened: %s\n",
+                            w->shown, p, target, strerror(-next));
+                    w->said = true;
+                }
             }
         } else if (s && st_err == ENOENT && mkdirat(dir, c, 0755) == 0) {
             int rc = record_made(w, p);
             next = rc ? rc : opendir_at(dir, c);
+            w->made_last = last;
             if (rc)
                 unlinkat(dir, c, AT_REMOVEDIR);
         } else if (s && ((st_err == ENOENT && errno != EEXIST) ||
@@ -238,12 +271,14 @@ static int walk_at(int start, const char *path, struct walk *w)
             /* The reason is taken before getpwuid (in user_name), which may
              * change errno: the arguments are evaluated in no set order. */
             const char *reason = strerror(-next), *user = user_name(geteuid());
+            w->said = true;
             fprintf(stderr, "memstorefs: cannot create the memory store's folder: %s "
                             "(memory_store_id=%s): %s; the parent directory must be writable "
                             "by user %s (uid %u)\n", s->mount_path, s->id, reason, user,
                     (unsigned)geteuid());
         } else {
             next = opendir_at(dir, c);
+            w->said = next < 0 && s;
             if (next < 0 && s)
                 fprintf(stderr, "memstorefs: cannot open the memory store's folder %s "
                                 "(memory_store_id=%s) at %s: %s\n", s->mount_path, s->id, p,
@@ -284,7 +319,9 @@ int mountdir_make(struct fs_store *s, struct rt_lockinfo *info)
     s->dir_fd = fd;
     s->parent_fd = w.parent;
     snprintf(s->dir_ref, sizeof(s->dir_ref), "/proc/self/fd/%d", fd);
-    if (s->uid != geteuid() &&
+    /* Given to --uid: a folder made here, or an empty one (the mount(8)
+     * form's); never a folder with content moved onto the path meanwhile. */
+    if (s->uid != geteuid() && (w.made_last || empty_at(fd)) &&
         fchownat(fd, "", s->uid, s->gid, AT_EMPTY_PATH) != 0)
         log_warn("cannot give the memory store's folder to its user", "memory_store_id", s->id,
                  "path", s->mount_path, "error", strerror(errno));

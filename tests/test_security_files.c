@@ -282,6 +282,31 @@ Test(security_files, a_link_only_root_can_change_is_followed)
     free(out);
 }
 
+/* A root mount that libfuse hands to fusermount3 (auto_unmount) takes the
+ * path itself: fusermount3 has no descriptor of the daemon's to go
+ * through. */
+Test(security_files, root_mount_with_auto_unmount_works)
+{
+    root_mount("-o auto_unmount");
+    char *out = NULL;
+    mnt_sh(&E, &out, "cat '%s/pub/s/notes/a.md'", TU_DIR);
+    cr_expect_str_eq(out, "secret\n");
+    free(out);
+}
+
+/* A link only root can change that leads nowhere: said, nothing made. */
+Test(security_files, a_trusted_link_to_nothing_is_said)
+{
+    mnt_sh(&E, NULL, "mkdir -m 755 '%s/rootonly' && ln -s '%s/missing' '%s/rootonly/link'",
+           TU_DIR, TU_DIR, TU_DIR);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/rootonly/link/s' --cache-dir "
+                              "'%s/cache'", store, TU_DIR, TU_DIR);
+    cr_expect_neq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "/rootonly/link") && strstr(out, "cannot be opened"), "%s", out);
+    free(out);
+}
+
 Test(security_files, allow_other_opens_reading_to_every_account)
 {
     root_mount("-o allow_other");

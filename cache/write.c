@@ -622,7 +622,15 @@ static int rename_tx(struct cache *c, void *arg)
             rc = -ENOTDIR;
         else if (dst.is_dir && has_children(c, dst.ino))
             rc = -ENOTEMPTY;
-        if (!rc && !src.is_dir)
+    }
+    /* A file moves with its content: once it takes another memory, or
+     * its own is deleted remotely, the store no longer has these bytes
+     * where the file came from (evicted by --cache-max-size, or not yet
+     * downloaded).  The caller fetches them and tries again. */
+    if (!rc && !src.is_dir && src.sha[0] && src.memory_id[0] && !src.has_content)
+        rc = -ENODATA;
+    if (!rc && replace) {
+        if (!src.is_dir)
             rc = take_identity(c, store, &src, &dst);
         if (!rc)
             rc = detach(c, dst.ino);

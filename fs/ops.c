@@ -349,6 +349,21 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
     fuse_reply_err(req, 0);
 }
 
+int ops_fetch(struct fs_store *s, const struct cnode *n)
+{
+    /* With no lock held, while another thread serves the mount's other
+     * requests. */
+    fsloop_blocking();
+    int rc = syncer_fetch(s->sync, s->sync_idx, n->memory_id, n->sha);
+    if (rc == -ESTALE) {
+        /* The memory changed again since it was listed: the sync thread
+         * was kicked to bring the node to it; try again. */
+        usleep(250 * 1000);
+        rc = 0;
+    }
+    return rc;
+}
+
 int ops_load(struct fs_store *s, struct ofile *f)
 {
     for (int attempt = 0;; attempt++) {
@@ -373,16 +388,7 @@ int ops_load(struct fs_store *s, struct ofile *f)
         }
         ofile_unlock(f);
         if (rc == -ENOENT && attempt < 4 && n.memory_id[0]) {
-            /* Not in the cache yet: download it, with no lock held, while
-             * another thread serves the mount's other requests. */
-            fsloop_blocking();
-            rc = syncer_fetch(s->sync, s->sync_idx, n.memory_id, n.sha);
-            if (rc == -ESTALE) {
-                /* The memory changed again since it was listed: the sync
-                 * thread was kicked to bring the node to it; try again. */
-                usleep(250 * 1000);
-                rc = 0;
-            }
+            rc = ops_fetch(s, &n); /* not in the cache yet */
             if (!rc) {
                 cnode_clear(&n);
                 continue;

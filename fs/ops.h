@@ -63,6 +63,9 @@ int ops_getnode(struct fs_store *s, uint64_t row, struct cnode *n);
 void ops_fill_entry(const struct fs_store *s, const struct cnode *n, struct fuse_entry_param *e);
 /* True for the marker's name at the store root. */
 bool ops_is_marker(const struct fs_store *s, uint64_t parent_row, const char *name);
+/* Downloads n's content (n->memory_id at n->sha) into the cache.  0: look
+ * again (it may have changed meanwhile); a negative errno otherwise. */
+int ops_fetch(struct fs_store *s, const struct cnode *n);
 /* Makes f hold the current content of its file (loading it from the
  * cache, or downloading it); a buffer with unflushed changes is kept. */
 int ops_load(struct fs_store *s, struct ofile *f);

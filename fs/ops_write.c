@@ -232,9 +232,29 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
         fuse_reply_err(req, EINVAL);
         return;
     }
-    int rc = cache_rename(s->cache, prow, name, nrow, newname,
+    /* A file whose content is not in the cache moves only once it is:
+     * renamed over a synced file, it can no longer be downloaded from
+     * its own memory, which that rename deletes (cache/write.c). */
+    int rc;
+    for (int attempt = 0;; attempt++) {
+        rc = cache_rename(s->cache, prow, name, nrow, newname,
                           (flags & RENAME_NOREPLACE) ? CACHE_RENAME_NOREPLACE : 0);
-    fuse_reply_err(req, -rc);
+        if (rc != -ENODATA || attempt == 4)
+            break;
+        struct cnode n;
+        if ((rc = cache_lookup(s->cache, prow, name, &n)) != 0)
+            break;
+        rc = ops_fetch(s, &n);
+        if (rc)
+            log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
+                     "error", strerror(-rc));
+        cnode_clear(&n);
+        if (rc) {
+            rc = -EIO; /* as a read of it would fail */
+            break;
+        }
+    }
+    fuse_reply_err(req, rc == -ENODATA ? EIO : -rc);
 }
 
 /* A create answered as soon as the cache has settled its outcome and

@@ -293,6 +293,82 @@ Test(cache_gc, eviction_drops_clean_content_only)
     cr_expect(!rep.over_limit);
 }
 
+static size_t ntombstones(void)
+{
+    struct cache_tombstone *t = NULL;
+    size_t n = 0;
+    cr_assert_eq(cache_tombstones(C, ST, &t, &n), 0);
+    cache_tombstones_free(t, n);
+    return n;
+}
+
+/* A file moves with its content.  Renamed over a synced file, it takes
+ * that file's memory and its own is deleted remotely: bytes the collector
+ * had evicted could then be fetched from nowhere (the push skipped the
+ * file at every sync and an open failed with EIO).  Before the fix the
+ * renames below succeeded without the content. */
+Test(cache_gc, a_file_without_its_content_is_renamed_only_once_it_is_fetched)
+{
+    struct cache_gc_report rep;
+    struct cache_policy p = {.max_bytes = 1};
+    cr_assert_eq(cache_housekeep(C, &p, NULL, NULL, &rep), 0);
+    cr_assert(!has("aaa") && !has("bbbb"), "nothing was evicted");
+    /* a directory moves without the content of the files below */
+    cr_expect_eq(cache_rename(C, root, "d", root, "e", 0), 0);
+    uint64_t d = child(root, "e"), a = child(root, "a.md");
+    cr_expect_eq(cache_rename(C, root, "a.md", d, "b.md", 0), -ENODATA,
+                 "an evicted file took over another file's memory");
+    cr_expect_eq(cache_rename(C, root, "a.md", root, "c.md", 0), -ENODATA,
+                 "an evicted file was moved");
+    cr_expect_eq(ntombstones(), 0, "a refused rename left a deletion");
+    cr_expect_eq(child(root, "a.md"), a, "a refused rename moved the file");
+    /* the other refusals come first */
+    cr_expect_eq(cache_rename(C, root, "a.md", d, "b.md", CACHE_RENAME_NOREPLACE), -EEXIST);
+    cr_expect_eq(cache_rename(C, root, "a.md", root, "e", 0), -EISDIR);
+    /* fetched (as an open would), it moves */
+    cr_assert_eq(cache_blob_put(C, sha_a, "aaa", 3), 0);
+    cr_assert_eq(cache_rename(C, root, "a.md", d, "b.md", 0), 0);
+    struct cnode n;
+    cr_assert_eq(cache_getattr(C, a, &n), 0);
+    cr_expect(n.has_content && strcmp(n.sha, sha_a) == 0 && strcmp(n.memory_id, "mem_b") == 0);
+    cnode_clear(&n);
+    cr_expect_eq(ntombstones(), 1);
+}
+
+/* An upload in flight keeps the file's content evictable no more: reverted
+ * to its baseline meanwhile, the file is clean, and the upload's answer
+ * then makes it dirty with that content again.  Before the fix the
+ * collector evicted it, and the answer left a dirty file whose content was
+ * nowhere. */
+Test(cache_gc, a_file_reverted_while_its_upload_is_out_keeps_its_content)
+{
+    uint64_t a = child(root, "a.md");
+    set(a, "yy");
+    char sha_y[65];
+    sha256_hex("yy", 2, sha_y);
+    struct cache_sent up = {.ino = a, .path = (char *)"/a.md"};
+    snprintf(up.memory_id, sizeof(up.memory_id), "mem_a");
+    snprintf(up.node_id, sizeof(up.node_id), "mem_a");
+    snprintf(up.sha, sizeof(up.sha), "%s", sha_y);
+    cr_assert_eq(cache_sent_add(C, ST, &up, 1), 0);
+    set(a, "aaa"); /* back to the baseline: clean */
+    struct cache_gc_report rep;
+    struct cache_policy p = {.max_bytes = 1};
+    cr_assert_eq(cache_housekeep(C, &p, NULL, NULL, &rep), 0);
+    cr_expect(!has("bbbb"), "nothing was evicted");
+    cr_expect(has("aaa"), "the content of a file whose upload is out was evicted");
+    struct cache_answer ans = {.sent_id = up.id, .ino = a, .written_id = "mem_a",
+                               .node_id = "mem_a", .memory_id = "mem_a", .sha = sha_y,
+                               .path = "/a.md"};
+    struct cache_answer_result res;
+    cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);
+    struct cnode n;
+    cr_assert_eq(cache_getattr(C, a, &n), 0);
+    cr_expect(n.has_content && n.state != CNODE_CLEAN, "the reverted file: content %d, state %d",
+              n.has_content, n.state);
+    cnode_clear(&n);
+}
+
 Test(cache_gc, an_old_cache_is_compacted_at_open)
 {
     cache_close(&C);

@@ -140,6 +140,57 @@ Test(mount_cache, the_size_limit_evicts_clean_content_only)
     free(text);
 }
 
+/* An evicted file renamed over a synced file (an editor's save, `mv`):
+ * the rename fetches its content first.  Before the fix it moved without
+ * it; its own memory was deleted by the next sync, its push was skipped
+ * at every sync and `cat` failed with EIO: the content was lost. */
+Test(mount_cache, an_evicted_file_renamed_over_another_keeps_its_content)
+{
+    static char body[2001];
+    for (int i = 0; i < 2; i++) {
+        memset(body, 'c' + i, 2000);
+        char *id = t_create_memory(&E.msd, store, i ? "/d.md" : "/c.md", body);
+        cr_assert_not_null(id);
+        free(id);
+    }
+    sy_mount(false, "--cache-max-size 1K");
+    cJSON *j = NULL;
+    bool evicted = false;
+    for (int i = 0; i < WITHIN * 4 && !evicted; i++) {
+        cJSON_Delete(j);
+        j = sy_status_json();
+        evicted = num(j, NULL, "content_evicted") >= 2;
+        if (!evicted)
+            usleep(250 * 1000);
+    }
+    cr_assert(evicted, "nothing was evicted: %s", cJSON_PrintUnformatted(j));
+    cJSON_Delete(j);
+    /* the content cannot be had: the rename fails and changes nothing */
+    sy_fault("{\"action\":\"status\",\"status\":500,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memories/*\"}");
+    char *out = NULL;
+    cr_expect_neq(sy_run(&out, "mv c.md d.md 2>&1"), 0, "%s", out);
+    cr_expect(out && strstr(out, "Input/output error"), "%s", out);
+    free(out);
+    cr_expect_eq(sy_run(&out, "ls"), 0);
+    cr_expect_str_eq(out, "a.md\nc.md\nd.md\n");
+    free(out);
+    sy_clear_faults();
+    long before = t_route_count(&E.msd, FETCH_ROUTE);
+    cr_expect_eq(sy_run(&out, "mv c.md d.md && tr -d c < d.md | wc -c && wc -c < d.md && ls"), 0,
+                 "%s", out ? out : "");
+    cr_expect_str_eq(out, "0\n2000\na.md\nd.md\n");
+    free(out);
+    cr_expect_gt(t_route_count(&E.msd, FETCH_ROUTE), before, "the rename downloaded nothing");
+    memset(body, 'c', 2000);
+    const char *const want[] = {"/a.md", "alpha\n", "/d.md", body, NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN * 2, &last), "the store holds %s", last);
+    free(last);
+    cr_expect_eq(sy_log_count("failed to fetch memory content", NULL), 1, "%s",
+                 sy_log_grep("failed to fetch")); /* the one while the fault stood */
+}
+
 /* Conflict records written straight into CACHE/cache.db (no daemon runs). */
 static void add_records(int n)
 {

@@ -496,7 +496,10 @@ int cache_mark_refused(struct cache *c, uint64_t ino, const char *sha, const cha
 enum cache_conflict_kind {
     CACHE_CONFLICT_STORE_WON = 0, /* the store's version replaced it */
     CACHE_CONFLICT_UNSAVED = 1,   /* an edit no close or fsync saved before unmount */
+    CACHE_CONFLICT_CUT = 2,       /* an edit cut short by a write past the size limit */
 };
+/* The kind's name in `conflicts --json` and `status --json`. */
+const char *cache_conflict_kind_name(int kind);
 struct cache_conflict {
     int64_t id;
     int kind;                       /* enum cache_conflict_kind */
@@ -518,10 +521,11 @@ int cache_conflicts(struct cache *c, const char *store_id, struct cache_conflict
 void cache_conflicts_free(struct cache_conflict *v, size_t n);
 /* The lost bytes of conflict id (malloc'd). */
 int cache_conflict_content(struct cache *c, int64_t id, char **buf, size_t *len);
-/* The unsaved edit of a file still open when its store is unmounted: not
- * content a writer closed or fsynced, so never pushed, but kept as a
- * record (CACHE_CONFLICT_UNSAVED) instead of being lost. */
-int cache_keep_unsaved(struct cache *c, uint64_t ino, const char *buf, size_t len);
+/* An edit that is not the file's content, kept as a record of kind
+ * (enum cache_conflict_kind) instead of being lost: the unsaved edit of a
+ * file still open when its store is unmounted (not content a writer closed
+ * or fsynced, so never pushed), or one a refused write cut short. */
+int cache_keep_unsaved(struct cache *c, uint64_t ino, const char *buf, size_t len, int kind);
 
 /* Refused files of a store with the server's reason. */
 struct cache_refused {

@@ -215,7 +215,14 @@ int cache_conflict_content(struct cache *c, int64_t id, char **buf, size_t *len)
     return rc ? rc : cache_blob_get(c, sha, buf, len);
 }
 
-int cache_keep_unsaved(struct cache *c, uint64_t ino, const char *buf, size_t len)
+const char *cache_conflict_kind_name(int kind)
+{
+    return kind == CACHE_CONFLICT_UNSAVED ? "unsaved_at_unmount"
+           : kind == CACHE_CONFLICT_CUT   ? "cut_at_size_limit"
+                                          : "store_won";
+}
+
+int cache_keep_unsaved(struct cache *c, uint64_t ino, const char *buf, size_t len, int kind)
 {
     char sha[SHA256_HEX_LEN + 1];
     sha256_hex(buf, len, sha);
@@ -237,7 +244,7 @@ int cache_keep_unsaved(struct cache *c, uint64_t ino, const char *buf, size_t le
         sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
         sqlite3_bind_text(st, 2, sha, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int64(st, 3, db_now_ns());
-        sqlite3_bind_int(st, 4, CACHE_CONFLICT_UNSAVED);
+        sqlite3_bind_int(st, 4, kind);
         rc = step_done(c, st, "keep unsaved record");
         if (!rc && sqlite3_changes(c->db) == 0)
             rc = -ENOENT;

@@ -41,8 +41,7 @@ static int list(struct cache *c, bool json)
         time_t t = (time_t)(v[i].at_ns / 1000000000LL);
         gmtime_r(&t, &tm);
         strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
-        const char *kind = v[i].kind == CACHE_CONFLICT_UNSAVED ? "unsaved_at_unmount"
-                                                                : "store_won";
+        const char *kind = cache_conflict_kind_name(v[i].kind);
         if (json) {
             struct jbuf b = {0};
             jbuf_addf(&b, "{\"id\":%lld,\"kind\":\"%s\",\"path\":", (long long)v[i].id, kind);
@@ -62,7 +61,9 @@ static int list(struct cache *c, bool json)
         } else
             printf("%-6lld %s  %s  %s%s\n", (long long)v[i].id, at, v[i].path,
                    v[i].memory_id[0] ? v[i].memory_id : "(new file)",
-                   v[i].kind == CACHE_CONFLICT_UNSAVED ? "  (unsaved at unmount)" : "");
+                   v[i].kind == CACHE_CONFLICT_UNSAVED ? "  (unsaved at unmount)"
+                   : v[i].kind == CACHE_CONFLICT_CUT   ? "  (cut short at the size limit)"
+                                                       : "");
     }
     cache_conflicts_free(v, n);
     return 0;

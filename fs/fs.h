@@ -62,6 +62,9 @@ extern const struct fuse_lowlevel_ops fs_ops;
 /* notify.c: the only caller of fuse_lowlevel_notify_*. */
 struct sync_notify;
 void fs_notify_init(struct fs_store *s, struct sync_notify *n);
+/* The kernel drops row's cached pages and attributes: its content went
+ * back to what the cache holds under a FLUSH or FSYNC (openfile.c). */
+void fs_notify_reverted(struct fs_store *s, uint64_t row);
 
 /* Kernel inode <-> cache row. */
 static inline uint64_t fs_to_row(const struct fs_store *s, fuse_ino_t ino)

@@ -4,7 +4,11 @@
  * pages.  Called from the sync thread, never from inside a FUSE request
  * and never with a cache lock held, so the kernel's notification (which
  * may wait for a request in flight on the same directory) cannot
- * deadlock.  ENOENT from the kernel just means it had nothing cached. */
+ * deadlock.  One exception, an inode's pages and attributes only
+ * (fs_notify_reverted): a FLUSH or FSYNC whose cut edit was not saved;
+ * the kernel holds no lock there that an inode's invalidation takes
+ * (pages and attributes; no directory, no i_rwsem).  ENOENT from the
+ * kernel just means it had nothing cached. */
 #include <errno.h>
 #include <string.h>
 
@@ -48,6 +52,11 @@ static void inval_inode(void *arg, uint64_t row)
     report(s, "inval_inode",
            fuse_lowlevel_notify_inval_inode(s->se, fs_to_kernel(s, row), 0, 0));
     leave(s);
+}
+
+void fs_notify_reverted(struct fs_store *s, uint64_t row)
+{
+    inval_inode(s, row);
 }
 
 static void entry_new(void *arg, uint64_t parent_row, const char *name)

@@ -152,9 +152,13 @@ int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, in
 {
     if (first_dirty)
         *first_dirty = false;
-    if (off > MEM_CONTENT_MAX_BYTES || size > MEM_CONTENT_MAX_BYTES - off)
-        return -EFBIG;
     pthread_mutex_lock(&f->lock);
+    if (off > MEM_CONTENT_MAX_BYTES || size > MEM_CONTENT_MAX_BYTES - off) {
+        /* `cat big > f`: the file was emptied, or written up to the limit. */
+        f->cut = f->cut || f->dirty || f->unsaved;
+        pthread_mutex_unlock(&f->lock);
+        return -EFBIG;
+    }
     size_t end = (size_t)off + size;
     int rc = f->loaded ? reserve(f, end > f->len ? end : f->len) : -EIO;
     if (!rc) {
@@ -191,6 +195,8 @@ int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, bool *first_d
         if (size > f->len)
             memset(f->buf + f->len, 0, (size_t)size - f->len);
         f->len = (size_t)size;
+        if (!size)
+            f->cut = false; /* written again from nothing */
         set_dirty(f, now_ns, first_dirty);
     }
     pthread_mutex_unlock(&f->lock);
@@ -238,6 +244,49 @@ bool ofile_writer_release(struct ofile *f)
     return last;
 }
 
+/* A write past the size limit was refused after the buffer changed: it
+ * holds what came before (a file emptied by O_TRUNC, or written up to the
+ * limit), not what its writer meant to save, and saving it would push a
+ * truncated memory.  It is kept as a record, and the save fails with
+ * EFBIG.  The file keeps the content it had before the edit; when part of
+ * the edit was saved already (held: the shell's `>` closes a copy of the
+ * emptied file at once), or this open created the file, it goes back to
+ * the store's version, or to empty for a file never synced, saved as
+ * finished.  The caller holds f->lock. */
+static int keep_cut_locked(struct ofile *f, struct cache *c)
+{
+    int rc = f->loaded ? cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len,
+                                            CACHE_CONFLICT_CUT)
+                       : 0;
+    if (!rc && (f->unsaved || f->held)) {
+        struct cnode n = {0};
+        char *base = NULL, sha[SHA256_HEX_LEN + 1];
+        size_t len = 0;
+        rc = cache_getattr(c, f->row, &n);
+        if (!rc && n.base_sha[0])
+            rc = cache_blob_get(c, n.base_sha, &base, &len);
+        if (!rc)
+            rc = cache_set_content_if(c, f->row, base ? base : "", len, f->mtime_ns,
+                                      f->sha[0] ? f->sha : NULL, false, sha);
+        if (rc == -ESTALE)
+            rc = 0; /* the store's version came meanwhile: it stays */
+        free(base);
+        cnode_clear(&n);
+    }
+    if (rc)
+        return rc; /* nothing changed: the next save tries again */
+    log_warn("a write past the size limit was refused; the file keeps its last saved content "
+             "and the cut edit is kept as a conflict record (memstorefs conflicts)",
+             "limit_bytes", "102400");
+    f->dirty = false;
+    f->kept = false;
+    f->unsaved = false;
+    f->held = false;
+    f->cut = false;
+    f->loaded = false; /* the next open or read loads the saved content */
+    return -EFBIG;
+}
+
 int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
                 const struct cache_then *then)
 {
@@ -248,6 +297,8 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
         /* A reader's close: the buffer is the unfinished work of the
          * writers still open (saving it, even held, would have the final
          * sync or a restart after a crash push what no writer closed). */
+    } else if (f->cut && (f->dirty || f->unsaved)) {
+        rc = keep_cut_locked(f, c);
     } else if (f->dirty || f->unsaved) {
         char sha[SHA256_HEX_LEN + 1];
         /* The bytes were edited from f->sha: if the cache moved meanwhile
@@ -342,7 +393,8 @@ size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, void *arg, si
         struct ofile *f = v[i];
         pthread_mutex_lock(&f->lock);
         if (unsaved_locked(f, mine, arg)) {
-            if (cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len) == 0) {
+            if (cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len,
+                                   CACHE_CONFLICT_UNSAVED) == 0) {
                 kept++;
                 f->kept = true;
             } else {

@@ -26,6 +26,9 @@ struct ofile {
                                 * still held the file (CACHE_HELD) */
     bool kept;                 /* the unsaved edit was kept as a record at an
                                 * unmount; cleared when the buffer is saved */
+    bool cut;                  /* a write past the size limit was refused
+                                * after the buffer was changed: its edit is
+                                * not what the writer meant (ofile_flush) */
     unsigned writers;          /* open handles that may write */
     char *buf;                 /* len bytes, capacity cap */
     size_t len, cap;
@@ -79,7 +82,9 @@ enum ofile_flush_why {
  * data is durable when this returns 0.  Whether a sync may push it follows
  * why (enum cache_saved).  For OFILE_CLOSE, then (or NULL) is told as soon
  * as the content is durable, before the cache's work ends
- * (cache_save_closed_then): the result is then 0. */
+ * (cache_save_closed_then): the result is then 0.  -EFBIG: a write past
+ * the size limit had cut the edit short; it is kept as a record, not saved,
+ * and the buffer dropped (the kernel's pages must go: fs_notify_reverted). */
 int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
                 const struct cache_then *then);
 /* A handle that may write opens / is released; the release says whether

@@ -509,7 +509,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         bool last = writer && ofile_writer_release(f);
         int rc = ofile_flush(f, s->cache, !writer ? OFILE_READER : last ? OFILE_LAST : OFILE_CLOSE,
                              NULL);
-        if (rc)
+        if (rc == -EFBIG)
+            fs_notify_reverted(s, f->row); /* the cut edit went: the kernel has its pages */
+        else if (rc)
             log_error("failed to save a closed file to the cache", "memory_store_id", s->id,
                       "error", strerror(-rc));
         ofile_put(f);

@@ -368,7 +368,9 @@ static void flush_reply(fuse_req_t req, struct fuse_file_info *fi, enum ofile_fl
     struct early e = {req, false};
     struct cache_then then = {answer_early, &e};
     int rc = f ? ofile_flush(f, s->cache, why, why == OFILE_CLOSE ? &then : NULL) : 0;
-    if (rc)
+    if (rc == -EFBIG)
+        fs_notify_reverted(s, f->row); /* the cut edit went: the kernel has its pages */
+    else if (rc)
         log_error("failed to save a file to the cache", "memory_store_id", s->id, "error",
                   strerror(-rc));
     if (!e.sent)

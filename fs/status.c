@@ -199,7 +199,7 @@ static void json_store(struct daemon *d, struct fs_store *s, struct jbuf *b,
     for (size_t i = 0; i < n_cf; i++) {
         jbuf_addf(b, "%s{\"id\":%lld,\"kind\":\"%s\",\"path\":", i ? "," : "",
                   (long long)cf[i].id,
-                  cf[i].kind == CACHE_CONFLICT_UNSAVED ? "unsaved_at_unmount" : "store_won");
+                  cache_conflict_kind_name(cf[i].kind));
         jbuf_add_json_cstr(b, cf[i].path);
         jbuf_adds(b, ",\"memory_id\":");
         jbuf_add_json_cstr(b, cf[i].memory_id);
@@ -308,6 +308,8 @@ static void text_store(struct daemon *d, struct fs_store *s, FILE *f,
                 (long long)cf[i].id, cf[i].path, at,
                 cf[i].kind == CACHE_CONFLICT_UNSAVED
                     ? "an edit not saved when the store was unmounted, never pushed"
+                : cf[i].kind == CACHE_CONFLICT_CUT
+                    ? "an edit cut short by a write past 100 KiB, never pushed"
                     : "the store's version won",
                 (long long)cf[i].id, d->cache_dir);
     }

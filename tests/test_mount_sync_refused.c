@@ -127,3 +127,43 @@ Test(mount_sync_refused, an_edit_refused_by_the_server_keeps_the_memory)
     free(nid);
     free(id);
 }
+
+/* A write past 100 KiB is refused (EFBIG) after `>` emptied the file and
+ * the first 100 KiB went in: saving that buffer pushed a cut memory over
+ * the one the file had.  Now the file keeps its last
+ * synced content, the cut edit is a conflict record and the close fails
+ * too.  Before the fix both files read 102,400 bytes (the first 100 KiB of
+ * each write) and both were pushed so: "the store holds /new.md=1 2 3 ...". */
+Test(mount_sync_refused, a_write_past_the_limit_leaves_the_file_as_it_was)
+{
+    sy_after_sync();
+    char *out = NULL;
+    int rc = sy_run(&out, "{ head -c 150000 /dev/zero | tr '\\0' a > seeded.md; "
+                          "seq 1 30000 > new.md; } 2>&1; echo; cat seeded.md; wc -c < new.md");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(out && strstr(out, "File too large"), "no EFBIG: %s", out);
+    cr_expect(out && strstr(out, "\nseed\n0\n"), "the files changed: %s", out);
+    free(out);
+    sy_after_sync();
+    const char *const want[] = {"/seeded.md", "seed\n", "/new.md", "", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
+    free(last);
+    /* the cut edits are kept, byte for byte */
+    rc = mnt_sh(&E, &out, "$MFS conflicts --json --cache-dir \"$CACHE\" | "
+                          "grep -c '\"kind\":\"cut_at_size_limit\"'");
+    cr_expect_str_eq(out, "2\n", "%s", out);
+    free(out);
+    rc = mnt_sh(&E, &out, "for id in $($MFS conflicts --json --cache-dir \"$CACHE\" | "
+                          "sed -n 's/.*\"id\":\\([0-9]*\\),.*/\\1/p'); do "
+                          "$MFS conflicts show $id --cache-dir \"$CACHE\" | wc -c; done | sort");
+    cr_expect_str_eq(out, "102400\n102400\n", "%s", out);
+    free(out);
+    cr_expect_eq(sy_log_count("a write past the size limit was refused", NULL), 2, "%s",
+                 sy_log_grep("size limit"));
+    /* written again within the limit, as usual */
+    cr_assert_eq(sy_run(NULL, "echo small > seeded.md"), 0);
+    const char *const want2[] = {"/seeded.md", "small\n", "/new.md", "", NULL};
+    cr_expect(sy_wait_server(want2, WITHIN, &last), "the store holds %s", last);
+    free(last);
+}

@@ -292,7 +292,7 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
 {
     pthread_mutex_lock(&f->lock);
     int rc = 0;
-    bool held = why == OFILE_CLOSE;
+    bool held = why == OFILE_CLOSE || (why == OFILE_PATH && f->writers);
     if (why == OFILE_READER && f->writers) {
         /* A reader's close: the buffer is the unfinished work of the
          * writers still open (saving it, even held, would have the final

@@ -71,7 +71,10 @@ int ofile_read(struct ofile *f, uint64_t off, size_t size, char **out, size_t *n
 enum ofile_flush_why {
     OFILE_CLOSE, /* a descriptor closed (FUSE flush): other descriptors of
                   * the writer may still be open, so the content is held */
-    OFILE_SYNC,  /* fsync, or a change made by path: the writer finished */
+    OFILE_SYNC,  /* fsync: the writer finished */
+    OFILE_PATH,  /* a change made by path (truncate FILE): finished, unless
+                  * writers hold the file open: the buffer is their
+                  * unfinished work too, so it is held */
     OFILE_LAST,  /* the last writable handle was released */
     OFILE_READER, /* a read-only handle was released: what writers still open
                    * have written is theirs to save, so only a buffer no

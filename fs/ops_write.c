@@ -13,7 +13,7 @@
  *      ENOTEMPTY, EFBIG past 102,400 bytes, ...
  * Content goes through the inode's shared buffer (openfile.c) and reaches
  * the cache at flush, fsync and release; a truncate by path is flushed at
- * once.  A file made by create is unsaved (never pushed) until then.  The first change to a clean buffer marks the file dirty in the
+ * once (held while a writer has the file open: the buffer is its work too).  A file made by create is unsaved (never pushed) until then.  The first change to a clean buffer marks the file dirty in the
  * cache straight away, so a remote listing applied meanwhile leaves it
  * alone.  Replies carry the same timeouts as lookups: the kernel made the
  * change itself, so its caches are right and no notification is needed.
@@ -86,7 +86,7 @@ static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, uint64
     if (!rc && first)
         rc = cache_mark_dirty(s->cache, row);
     if (!rc && !open_f)
-        rc = ofile_flush(f, s->cache, OFILE_SYNC, NULL);
+        rc = ofile_flush(f, s->cache, OFILE_PATH, NULL);
     if (!open_f)
         ofile_put(f);
     return rc;

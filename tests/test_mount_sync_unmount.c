@@ -4,6 +4,7 @@
  * flush timeout, says what was not pushed, and the next mount with the
  * same cache directory pushes it. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -301,4 +302,48 @@ Test(mount_sync_unmount, unmounting_one_store_leaves_the_open_files_of_another_a
     cr_expect_str_eq(k, "0", "the unmount of another store kept the open edit as a record");
     free(k);
     free(store_b);
+}
+
+/* `truncate FILE` while a writer holds FILE open saves the shared buffer,
+ * which is that writer's unfinished work: it is held, as a writer's
+ * descriptor close would save it, and pushed once the writer is done.
+ * Before the fix the truncate saved it as finished and the next sync
+ * pushed "draft part 1" while the writer still had the file open. */
+Test(mount_sync_unmount, a_truncate_by_path_publishes_no_writer_s_open_edit)
+{
+    sy_mount(false, "");
+    sy_after_sync();
+    char path[600];
+    snprintf(path, sizeof(path), "%s/draft.md", mnt);
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    writer_pid = fork(); /* never forks again: see above */
+    cr_assert_geq(writer_pid, 0);
+    if (writer_pid == 0) {
+        close(ready[0]);
+        int w = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (w < 0 || write(w, "draft part 1 of 3\n", 18) != 18)
+            _exit(1);
+        (void)!write(ready[1], "y", 1);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char y = 0;
+    cr_assert_eq(read(ready[0], &y, 1), 1, "the writer could not write");
+    close(ready[0]);
+    cr_assert_eq(truncate(path, 12), 0, "%s", strerror(errno));
+    sy_after_sync();
+    char *c = sy_content("/draft.md");
+    cr_expect_null(c, "a writer's open file was pushed after a truncate by path: %s", c);
+    free(c);
+    /* the writer is done (killed: its descriptor closes): what it left goes */
+    kill(writer_pid, SIGKILL);
+    waitpid(writer_pid, NULL, 0);
+    writer_pid = 0;
+    const char *const want[] = {"/edit.md", "before\n", "/gone.md", "to be removed\n",
+                                "/draft.md", "draft part 1", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
+    free(last);
 }

@@ -312,8 +312,9 @@ int cache_unlink(struct cache *c, uint64_t parent, const char *name, bool is_dir
  * moved over a file takes over the target's memory identity; a directory
  * may replace an empty directory only.  flags: CACHE_RENAME_NOREPLACE
  * (-EEXIST when the target exists); any other bit is -EINVAL.  -ENODATA,
- * nothing changed: the file's content is not in the cache (evicted, or not
- * downloaded yet); fetch it and try again. */
+ * nothing changed: a file would take a synced target's memory, and its
+ * content is not in the cache (evicted, or not downloaded yet); fetch it
+ * and try again. */
 int cache_rename(struct cache *c, uint64_t parent, const char *name, uint64_t newparent,
                  const char *newname, unsigned flags);
 

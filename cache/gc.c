@@ -45,7 +45,7 @@
 #define CLEAN_FILE(n)                                                                              \
     "(" n ".is_dir = 0 AND " n ".unlinked = 0 AND " n ".parent IS NOT NULL AND " n ".state = 0"  \
     " AND " n ".unsaved = 0 AND " n ".memory_id IS NOT NULL AND " n ".sha IS " n ".base_sha"        \
-    " AND NOT EXISTS (SELECT 1 FROM sent s WHERE s.ino = " n ".ino))"
+    " AND NOT EXISTS (SELECT 1 FROM sent s WHERE s.store = " n ".store AND s.ino = " n ".ino))"
 
 static int gc_blobs_locked(struct cache *c, uint64_t *freed)
 {

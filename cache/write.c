@@ -623,11 +623,13 @@ static int rename_tx(struct cache *c, void *arg)
         else if (dst.is_dir && has_children(c, dst.ino))
             rc = -ENOTEMPTY;
     }
-    /* A file moves with its content: once it takes another memory, or
-     * its own is deleted remotely, the store no longer has these bytes
-     * where the file came from (evicted by --cache-max-size, or not yet
-     * downloaded).  The caller fetches them and tries again. */
-    if (!rc && !src.is_dir && src.sha[0] && src.memory_id[0] && !src.has_content)
+    /* A file that takes another memory moves with its content: its own
+     * memory is deleted, and the store keeps these bytes (evicted by
+     * --cache-max-size, or not yet downloaded) nowhere else.  The caller
+     * fetches them and tries again.  Any other move is a path update of
+     * the same memory, which needs no content (offline too). */
+    if (!rc && replace && dst.memory_id[0] && !src.is_dir && src.sha[0] && src.memory_id[0] &&
+        !src.has_content)
         rc = -ENODATA;
     if (!rc && replace) {
         if (!src.is_dir)

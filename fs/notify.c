@@ -5,14 +5,17 @@
  * and never with a cache lock held, so the kernel's notification (which
  * may wait for a request in flight on the same directory) cannot
  * deadlock.  One exception, an inode's pages and attributes only
- * (fs_notify_reverted): a FLUSH or FSYNC whose cut edit was not saved;
- * the kernel holds no lock there that an inode's invalidation takes
- * (pages and attributes; no directory, no i_rwsem).  ENOENT from the
+ * (fs_notify_reverted): a FLUSH, FSYNC or RELEASE whose cut edit was not
+ * saved; the kernel holds no lock there that an inode's invalidation
+ * takes (pages and attributes; no directory, no i_rwsem), and the thread
+ * hands the reading of requests to another first (fsloop_blocking), so a
+ * read or write holding a page lock is answered.  ENOENT from the
  * kernel just means it had nothing cached. */
 #include <errno.h>
 #include <string.h>
 
 #include "engine.h"
+#include "fsloop.h"
 #include "fs.h"
 #include "log.h"
 #include "openfile.h"
@@ -56,6 +59,11 @@ static void inval_inode(void *arg, uint64_t row)
 
 void fs_notify_reverted(struct fs_store *s, uint64_t row)
 {
+    /* The kernel's invalidation waits for the locks of the inode's pages,
+     * which a read or write waiting for this daemon may hold: another
+     * thread serves the mount first (and the sync thread, which holds
+     * se_lock over its own notifications, is then served too). */
+    fsloop_blocking();
     inval_inode(s, row);
 }
 

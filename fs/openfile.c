@@ -155,7 +155,7 @@ int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, in
     pthread_mutex_lock(&f->lock);
     if (off > MEM_CONTENT_MAX_BYTES || size > MEM_CONTENT_MAX_BYTES - off) {
         /* `cat big > f`: the file was emptied, or written up to the limit. */
-        f->cut = f->cut || f->dirty || f->unsaved;
+        f->cut = f->cut || f->dirty || f->unsaved || f->held;
         pthread_mutex_unlock(&f->lock);
         return -EFBIG;
     }
@@ -244,47 +244,77 @@ bool ofile_writer_release(struct ofile *f)
     return last;
 }
 
+/* Puts back what the file held before the edit a refused write cut short,
+ * when part of it is in the cache already (held: the shell's `>` closes a
+ * copy of the emptied file at once; or a file this open created): the
+ * store's version (the caller fetched it: ops_fetch_base), or empty for a
+ * file never synced, saved as finished.  When the store's version is not
+ * in the cache (its download failed), the part saved stays, refused: it is
+ * never pushed until the file is written again. */
+static int revert_cut_locked(struct ofile *f, struct cache *c)
+{
+    struct cnode n = {0};
+    char *base = NULL, sha[SHA256_HEX_LEN + 1];
+    size_t len = 0;
+    int rc = cache_getattr(c, f->row, &n);
+    if (!rc && strcmp(n.sha, f->sha) != 0) {
+        rc = 0; /* the cache moved meanwhile (a sync brought the store's version) */
+    } else if (!rc) {
+        int brc = n.base_sha[0] ? cache_blob_get(c, n.base_sha, &base, &len) : 0;
+        if (!brc)
+            rc = cache_set_content_if(c, f->row, base ? base : "", len, f->mtime_ns,
+                                      f->sha[0] ? f->sha : NULL, false, sha);
+        else if (brc == -ENOENT)
+            rc = cache_mark_refused(c, f->row, f->sha, "cut short by a write past 102,400 bytes");
+        else
+            rc = brc;
+        if (rc == -ESTALE)
+            rc = 0;
+    }
+    free(base);
+    cnode_clear(&n);
+    return rc;
+}
+
 /* A write past the size limit was refused after the buffer changed: it
  * holds what came before (a file emptied by O_TRUNC, or written up to the
  * limit), not what its writer meant to save, and saving it would push a
- * truncated memory.  It is kept as a record, and the save fails with
- * EFBIG.  The file keeps the content it had before the edit; when part of
- * the edit was saved already (held: the shell's `>` closes a copy of the
- * emptied file at once), or this open created the file, it goes back to
- * the store's version, or to empty for a file never synced, saved as
- * finished.  The caller holds f->lock. */
+ * truncated memory.  It is kept as a record, not saved, and the save fails
+ * with EFBIG; the file keeps the content it had before the edit
+ * (revert_cut_locked when part of the edit was saved).  A failure leaves
+ * all as it was but what is done (cut_kept), for the next save to finish.
+ * The caller holds f->lock. */
 static int keep_cut_locked(struct ofile *f, struct cache *c)
 {
-    int rc = f->loaded ? cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len,
-                                            CACHE_CONFLICT_CUT)
-                       : 0;
-    if (!rc && (f->unsaved || f->held)) {
-        struct cnode n = {0};
-        char *base = NULL, sha[SHA256_HEX_LEN + 1];
-        size_t len = 0;
-        rc = cache_getattr(c, f->row, &n);
-        if (!rc && n.base_sha[0])
-            rc = cache_blob_get(c, n.base_sha, &base, &len);
-        if (!rc)
-            rc = cache_set_content_if(c, f->row, base ? base : "", len, f->mtime_ns,
-                                      f->sha[0] ? f->sha : NULL, false, sha);
-        if (rc == -ESTALE)
-            rc = 0; /* the store's version came meanwhile: it stays */
-        free(base);
-        cnode_clear(&n);
-    }
+    int rc = 0;
+    if (!f->cut_kept && f->loaded && f->len)
+        rc = cache_keep_unsaved(c, f->row, f->buf, f->len, CACHE_CONFLICT_CUT);
     if (rc)
-        return rc; /* nothing changed: the next save tries again */
-    log_warn("a write past the size limit was refused; the file keeps its last saved content "
-             "and the cut edit is kept as a conflict record (memstorefs conflicts)",
-             "limit_bytes", "102400");
+        return rc;
+    f->cut_kept = true;
+    if (f->unsaved || f->held)
+        rc = revert_cut_locked(f, c);
+    if (rc)
+        return rc;
+    log_warn("a write past the size limit was refused; the cut edit is not saved but kept as a "
+             "conflict record (memstorefs conflicts), and the file goes back to what it held "
+             "before it", "limit_bytes", "102400");
     f->dirty = false;
     f->kept = false;
     f->unsaved = false;
     f->held = false;
     f->cut = false;
+    f->cut_kept = false;
     f->loaded = false; /* the next open or read loads the saved content */
     return -EFBIG;
+}
+
+bool ofile_is_cut(struct ofile *f)
+{
+    pthread_mutex_lock(&f->lock);
+    bool cut = f->cut;
+    pthread_mutex_unlock(&f->lock);
+    return cut;
 }
 
 int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
@@ -297,7 +327,8 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
         /* A reader's close: the buffer is the unfinished work of the
          * writers still open (saving it, even held, would have the final
          * sync or a restart after a crash push what no writer closed). */
-    } else if (f->cut && (f->dirty || f->unsaved)) {
+    } else if (f->cut && why != OFILE_PATH && (f->dirty || f->unsaved || f->held)) {
+        /* (A truncate by path is another process's: it saves held.) */
         rc = keep_cut_locked(f, c);
     } else if (f->dirty || f->unsaved) {
         char sha[SHA256_HEX_LEN + 1];

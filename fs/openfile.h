@@ -29,6 +29,7 @@ struct ofile {
     bool cut;                  /* a write past the size limit was refused
                                 * after the buffer was changed: its edit is
                                 * not what the writer meant (ofile_flush) */
+    bool cut_kept;             /* that edit's record is written */
     unsigned writers;          /* open handles that may write */
     char *buf;                 /* len bytes, capacity cap */
     size_t len, cap;
@@ -90,6 +91,9 @@ enum ofile_flush_why {
  * and the buffer dropped (the kernel's pages must go: fs_notify_reverted). */
 int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
                 const struct cache_then *then);
+/* Whether a refused write cut the buffer's edit short (its save puts
+ * back the store's version: fetch it first, ops_fetch_base). */
+bool ofile_is_cut(struct ofile *f);
 /* A handle that may write opens / is released; the release says whether
  * it was the last one (then ofile_flush(..., OFILE_LAST)). */
 void ofile_writer_open(struct ofile *f);

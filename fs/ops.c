@@ -20,6 +20,7 @@
  * local writes go through the kernel, which keeps its pages right. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -349,6 +350,21 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
     fuse_reply_err(req, 0);
 }
 
+void ops_fetch_base(struct fs_store *s, uint64_t row)
+{
+    struct cnode n;
+    if (cache_getattr(s->cache, row, &n) != 0)
+        return;
+    if (n.base_sha[0] && n.memory_id[0] && !cache_blob_has(s->cache, n.base_sha)) {
+        snprintf(n.sha, sizeof(n.sha), "%s", n.base_sha);
+        int rc = ops_fetch(s, &n);
+        if (rc)
+            log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
+                     "error", strerror(-rc));
+    }
+    cnode_clear(&n);
+}
+
 int ops_fetch(struct fs_store *s, const struct cnode *n)
 {
     /* With no lock held, while another thread serves the mount's other
@@ -507,6 +523,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     if (f) {
         bool writer = ops_fh_writer(fi);
         bool last = writer && ofile_writer_release(f);
+        if (ofile_is_cut(f))
+            ops_fetch_base(s, f->row);
         int rc = ofile_flush(f, s->cache, !writer ? OFILE_READER : last ? OFILE_LAST : OFILE_CLOSE,
                              NULL);
         if (rc == -EFBIG)

@@ -63,6 +63,9 @@ int ops_getnode(struct fs_store *s, uint64_t row, struct cnode *n);
 void ops_fill_entry(const struct fs_store *s, const struct cnode *n, struct fuse_entry_param *e);
 /* True for the marker's name at the store root. */
 bool ops_is_marker(const struct fs_store *s, uint64_t parent_row, const char *name);
+/* Downloads the store's version of row (its baseline) when the cache
+ * lacks it: a cut edit's save puts it back (openfile.c). */
+void ops_fetch_base(struct fs_store *s, uint64_t row);
 /* Downloads n's content (n->memory_id at n->sha) into the cache.  0: look
  * again (it may have changed meanwhile); a negative errno otherwise. */
 int ops_fetch(struct fs_store *s, const struct cnode *n);

@@ -13,11 +13,13 @@
  *      ENOTEMPTY, EFBIG past 102,400 bytes, ...
  * Content goes through the inode's shared buffer (openfile.c) and reaches
  * the cache at flush, fsync and release; a truncate by path is flushed at
- * once (held while a writer has the file open: the buffer is its work too).  A file made by create is unsaved (never pushed) until then.  The first change to a clean buffer marks the file dirty in the
- * cache straight away, so a remote listing applied meanwhile leaves it
- * alone.  Replies carry the same timeouts as lookups: the kernel made the
- * change itself, so its caches are right and no notification is needed.
- * No lock is held while replying. */
+ * once (held while a writer has the file open: the buffer is its work
+ * too).  A file made by create is unsaved (never pushed) until then.  The
+ * first change to a clean buffer marks the file dirty in the cache
+ * straight away, so a remote listing applied meanwhile leaves it alone.
+ * Replies carry the same timeouts as lookups: the kernel made the change
+ * itself, so its caches are right and no notification is needed.  No lock
+ * is held while replying. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,9 +234,9 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
         fuse_reply_err(req, EINVAL);
         return;
     }
-    /* A file whose content is not in the cache moves only once it is:
-     * renamed over a synced file, it can no longer be downloaded from
-     * its own memory, which that rename deletes (cache/write.c). */
+    /* A file renamed over a synced file whose content is not in the cache
+     * moves only once it is: it could no longer be downloaded from its own
+     * memory, which that rename deletes (cache/write.c). */
     int rc;
     for (int attempt = 0;; attempt++) {
         rc = cache_rename(s->cache, prow, name, nrow, newname,
@@ -367,6 +369,8 @@ static void flush_reply(fuse_req_t req, struct fuse_file_info *fi, enum ofile_fl
     struct ofile *f = ops_ofile(fi);
     struct early e = {req, false};
     struct cache_then then = {answer_early, &e};
+    if (f && ofile_is_cut(f))
+        ops_fetch_base(s, f->row);
     int rc = f ? ofile_flush(f, s->cache, why, why == OFILE_CLOSE ? &then : NULL) : 0;
     if (rc == -EFBIG)
         fs_notify_reverted(s, f->row); /* the cut edit went: the kernel has its pages */

@@ -191,6 +191,41 @@ Test(mount_cache, an_evicted_file_renamed_over_another_keeps_its_content)
                  sy_log_grep("failed to fetch")); /* the one while the fault stood */
 }
 
+/* `> f` of an evicted file, then a write past 100 KiB: the shell saved the
+ * emptied file, and the close puts back the store's version, which the
+ * cache no longer had: it is downloaded first.  (Without that download,
+ * the emptied file would have stayed, refused, instead.) */
+Test(mount_cache, a_cut_edit_of_an_evicted_file_puts_back_the_store_s_version)
+{
+    static char body[2001];
+    memset(body, 'c', 2000);
+    char *id = t_create_memory(&E.msd, store, "/c.md", body);
+    cr_assert_not_null(id);
+    free(id);
+    sy_mount(false, "--cache-max-size 1K");
+    cJSON *j = NULL;
+    bool evicted = false;
+    for (int i = 0; i < WITHIN * 4 && !evicted; i++) {
+        cJSON_Delete(j);
+        j = sy_status_json();
+        evicted = num(j, NULL, "content_evicted") >= 1;
+        if (!evicted)
+            usleep(250 * 1000);
+    }
+    cr_assert(evicted, "nothing was evicted: %s", cJSON_PrintUnformatted(j));
+    cJSON_Delete(j);
+    char *out = NULL;
+    cr_expect_eq(sy_run(&out, "{ dd if=/dev/zero bs=150000 count=1 status=none > c.md; } 2>&1; "
+                              "tr -d c < c.md | wc -c; wc -c < c.md"), 0, "%s", out);
+    cr_expect(out && strstr(out, "File too large") && strstr(out, "\n0\n2000\n"), "%s", out);
+    free(out);
+    sy_after_sync();
+    const char *const want[] = {"/a.md", "alpha\n", "/c.md", body, NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
+    free(last);
+}
+
 /* Conflict records written straight into CACHE/cache.db (no daemon runs). */
 static void add_records(int n)
 {

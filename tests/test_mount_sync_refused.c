@@ -130,9 +130,8 @@ Test(mount_sync_refused, an_edit_refused_by_the_server_keeps_the_memory)
 
 /* A write past 100 KiB is refused (EFBIG) after `>` emptied the file and
  * the first 100 KiB went in: saving that buffer pushed a cut memory over
- * the one the file had.  Now the file keeps its last
- * synced content, the cut edit is a conflict record and the close fails
- * too.  Before the fix both files read 102,400 bytes (the first 100 KiB of
+ * the one the file had.  Now the file keeps its last synced content, the
+ * cut edit is a conflict record and the close fails too.  Before the fix both files read 102,400 bytes (the first 100 KiB of
  * each write) and both were pushed so: "the store holds /new.md=1 2 3 ...". */
 Test(mount_sync_refused, a_write_past_the_limit_leaves_the_file_as_it_was)
 {
@@ -166,4 +165,17 @@ Test(mount_sync_refused, a_write_past_the_limit_leaves_the_file_as_it_was)
     const char *const want2[] = {"/seeded.md", "small\n", "/new.md", "", NULL};
     cr_expect(sy_wait_server(want2, WITHIN, &last), "the store holds %s", last);
     free(last);
+    /* one write past the limit right after `>` (dd, or cat of a big file:
+     * 128 KiB at once) writes nothing; the shell had saved the emptied file
+     * already (its descriptor's copy closed), which was pushed ("the store
+     * holds /seeded.md=") before the fix */
+    rc = sy_run(&out, "{ dd if=/dev/zero bs=150000 count=1 status=none > seeded.md; } 2>&1; "
+                      "echo; cat seeded.md");
+    cr_expect(out && strstr(out, "File too large") && strstr(out, "\nsmall\n"), "%s", out);
+    free(out);
+    sy_after_sync();
+    cr_expect(sy_wait_server(want2, WITHIN, &last), "the store holds %s", last);
+    free(last);
+    cr_expect_eq(sy_log_count("a write past the size limit was refused", NULL), 3, "%s",
+                 sy_log_grep("size limit"));
 }

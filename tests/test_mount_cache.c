@@ -92,6 +92,23 @@ Test(mount_cache, a_file_appended_to_thousands_of_times_keeps_one_copy)
     free(c);
 }
 
+/* Polls status until n files' content is evicted; that status (caller
+ * deletes). */
+static cJSON *wait_evicted(int n)
+{
+    cJSON *j = NULL;
+    bool evicted = false;
+    for (int i = 0; i < WITHIN * 4 && !evicted; i++) {
+        cJSON_Delete(j);
+        j = sy_status_json();
+        evicted = num(j, NULL, "content_evicted") >= n;
+        if (!evicted)
+            usleep(250 * 1000);
+    }
+    cr_assert(evicted, "nothing was evicted: %s", cJSON_PrintUnformatted(j));
+    return j;
+}
+
 Test(mount_cache, the_size_limit_evicts_clean_content_only)
 {
     /* five 20 KB memories; the limit holds about two of them */
@@ -108,16 +125,7 @@ Test(mount_cache, the_size_limit_evicts_clean_content_only)
     /* an unpushed edit (the server refuses writes for now) is never evicted */
     mnt_hold_writes(&E);
     cr_assert_eq(sy_run(NULL, "head -c 30000 /dev/zero | tr '\\0' z > m0.md"), 0);
-    cJSON *j = NULL;
-    bool evicted = false;
-    for (int i = 0; i < WITHIN * 4 && !evicted; i++) {
-        cJSON_Delete(j);
-        j = sy_status_json();
-        evicted = num(j, NULL, "content_evicted") >= 3;
-        if (!evicted)
-            usleep(250 * 1000);
-    }
-    cr_assert(evicted, "nothing was evicted: %s", cJSON_PrintUnformatted(j));
+    cJSON *j = wait_evicted(3);
     cr_expect_leq(num(j, "cache", "content_bytes"), 45 * 1024 + 30000,
                   "content held past the limit: %.0f", num(j, "cache", "content_bytes"));
     cr_expect_eq(num(j, NULL, "content_missing"), 0, "evicted content is being fetched again");
@@ -154,17 +162,7 @@ Test(mount_cache, an_evicted_file_renamed_over_another_keeps_its_content)
         free(id);
     }
     sy_mount(false, "--cache-max-size 1K");
-    cJSON *j = NULL;
-    bool evicted = false;
-    for (int i = 0; i < WITHIN * 4 && !evicted; i++) {
-        cJSON_Delete(j);
-        j = sy_status_json();
-        evicted = num(j, NULL, "content_evicted") >= 2;
-        if (!evicted)
-            usleep(250 * 1000);
-    }
-    cr_assert(evicted, "nothing was evicted: %s", cJSON_PrintUnformatted(j));
-    cJSON_Delete(j);
+    cJSON_Delete(wait_evicted(2));
     /* the content cannot be had: the rename fails and changes nothing */
     sy_fault("{\"action\":\"status\",\"status\":500,\"count\":0,\"method\":\"GET\","
              "\"path\":\"/v1/memory_stores/*/memories/*\"}");
@@ -203,17 +201,7 @@ Test(mount_cache, a_cut_edit_of_an_evicted_file_puts_back_the_store_s_version)
     cr_assert_not_null(id);
     free(id);
     sy_mount(false, "--cache-max-size 1K");
-    cJSON *j = NULL;
-    bool evicted = false;
-    for (int i = 0; i < WITHIN * 4 && !evicted; i++) {
-        cJSON_Delete(j);
-        j = sy_status_json();
-        evicted = num(j, NULL, "content_evicted") >= 1;
-        if (!evicted)
-            usleep(250 * 1000);
-    }
-    cr_assert(evicted, "nothing was evicted: %s", cJSON_PrintUnformatted(j));
-    cJSON_Delete(j);
+    cJSON_Delete(wait_evicted(1));
     char *out = NULL;
     cr_expect_eq(sy_run(&out, "{ dd if=/dev/zero bs=150000 count=1 status=none > c.md; } 2>&1; "
                               "tr -d c < c.md | wc -c; wc -c < c.md"), 0, "%s", out);

@@ -247,7 +247,7 @@ bool ofile_writer_release(struct ofile *f)
 /* Puts back what the file held before the edit a refused write cut short,
  * when part of it is in the cache already (held: the shell's `>` closes a
  * copy of the emptied file at once; or a file this open created): the
- * store's version (the caller fetched it: ops_fetch_base), or empty for a
+ * store's version (the caller fetched it: ops_save), or empty for a
  * file never synced, saved as finished.  When the store's version is not
  * in the cache (its download failed), the part saved stays, refused: it is
  * never pushed until the file is written again. */
@@ -257,9 +257,8 @@ static int revert_cut_locked(struct ofile *f, struct cache *c)
     char *base = NULL, sha[SHA256_HEX_LEN + 1];
     size_t len = 0;
     int rc = cache_getattr(c, f->row, &n);
-    if (!rc && strcmp(n.sha, f->sha) != 0) {
-        rc = 0; /* the cache moved meanwhile (a sync brought the store's version) */
-    } else if (!rc) {
+    /* (Moved meanwhile, a sync brought the store's version: it stays.) */
+    if (!rc && strcmp(n.sha, f->sha) == 0) {
         int brc = n.base_sha[0] ? cache_blob_get(c, n.base_sha, &base, &len) : 0;
         if (!brc)
             rc = cache_set_content_if(c, f->row, base ? base : "", len, f->mtime_ns,

@@ -92,7 +92,7 @@ enum ofile_flush_why {
 int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
                 const struct cache_then *then);
 /* Whether a refused write cut the buffer's edit short (its save puts
- * back the store's version: fetch it first, ops_fetch_base). */
+ * back the store's version: fetch it first, ops_save). */
 bool ofile_is_cut(struct ofile *f);
 /* A handle that may write opens / is released; the release says whether
  * it was the last one (then ofile_flush(..., OFILE_LAST)). */

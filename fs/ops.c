@@ -350,7 +350,9 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
     fuse_reply_err(req, 0);
 }
 
-void ops_fetch_base(struct fs_store *s, uint64_t row)
+/* Downloads the store's version of row (its baseline) when the cache
+ * lacks it: a cut edit's save puts it back (openfile.c). */
+static void fetch_base(struct fs_store *s, uint64_t row)
 {
     struct cnode n;
     if (cache_getattr(s->cache, row, &n) != 0)
@@ -377,6 +379,17 @@ int ops_fetch(struct fs_store *s, const struct cnode *n)
         usleep(250 * 1000);
         rc = 0;
     }
+    return rc;
+}
+
+int ops_save(struct fs_store *s, struct ofile *f, enum ofile_flush_why why,
+             const struct cache_then *then)
+{
+    if (ofile_is_cut(f))
+        fetch_base(s, f->row);
+    int rc = ofile_flush(f, s->cache, why, then);
+    if (rc == -EFBIG)
+        fs_notify_reverted(s, f->row); /* the cut edit went: the kernel has its pages */
     return rc;
 }
 
@@ -523,13 +536,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     if (f) {
         bool writer = ops_fh_writer(fi);
         bool last = writer && ofile_writer_release(f);
-        if (ofile_is_cut(f))
-            ops_fetch_base(s, f->row);
-        int rc = ofile_flush(f, s->cache, !writer ? OFILE_READER : last ? OFILE_LAST : OFILE_CLOSE,
-                             NULL);
-        if (rc == -EFBIG)
-            fs_notify_reverted(s, f->row); /* the cut edit went: the kernel has its pages */
-        else if (rc)
+        int rc = ops_save(s, f, !writer ? OFILE_READER : last ? OFILE_LAST : OFILE_CLOSE, NULL);
+        if (rc && rc != -EFBIG) /* EFBIG: a cut edit, kept as a record and logged */
             log_error("failed to save a closed file to the cache", "memory_store_id", s->id,
                       "error", strerror(-rc));
         ofile_put(f);

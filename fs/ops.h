@@ -63,9 +63,11 @@ int ops_getnode(struct fs_store *s, uint64_t row, struct cnode *n);
 void ops_fill_entry(const struct fs_store *s, const struct cnode *n, struct fuse_entry_param *e);
 /* True for the marker's name at the store root. */
 bool ops_is_marker(const struct fs_store *s, uint64_t parent_row, const char *name);
-/* Downloads the store's version of row (its baseline) when the cache
- * lacks it: a cut edit's save puts it back (openfile.c). */
-void ops_fetch_base(struct fs_store *s, uint64_t row);
+/* ofile_flush, around which a cut edit's save gets the store's version it
+ * puts back (downloaded first when the cache lacks it) and the kernel
+ * drops the file's pages after it (-EFBIG). */
+int ops_save(struct fs_store *s, struct ofile *f, enum ofile_flush_why why,
+             const struct cache_then *then);
 /* Downloads n's content (n->memory_id at n->sha) into the cache.  0: look
  * again (it may have changed meanwhile); a negative errno otherwise. */
 int ops_fetch(struct fs_store *s, const struct cnode *n);

@@ -369,12 +369,8 @@ static void flush_reply(fuse_req_t req, struct fuse_file_info *fi, enum ofile_fl
     struct ofile *f = ops_ofile(fi);
     struct early e = {req, false};
     struct cache_then then = {answer_early, &e};
-    if (f && ofile_is_cut(f))
-        ops_fetch_base(s, f->row);
-    int rc = f ? ofile_flush(f, s->cache, why, why == OFILE_CLOSE ? &then : NULL) : 0;
-    if (rc == -EFBIG)
-        fs_notify_reverted(s, f->row); /* the cut edit went: the kernel has its pages */
-    else if (rc)
+    int rc = f ? ops_save(s, f, why, why == OFILE_CLOSE ? &then : NULL) : 0;
+    if (rc && rc != -EFBIG) /* EFBIG: a cut edit, kept as a record and logged */
         log_error("failed to save a file to the cache", "memory_store_id", s->id, "error",
                   strerror(-rc));
     if (!e.sent)

@@ -82,6 +82,17 @@ static void set(uint64_t ino, const char *content)
     cr_assert_eq(cache_set_content(C, ino, content, strlen(content), 1, NULL), 0);
 }
 
+/* An upload of content to mem_a (/a.md, file ino) recorded as sent. */
+static struct cache_sent send_a(uint64_t ino, const char *content)
+{
+    struct cache_sent up = {.ino = ino, .path = (char *)"/a.md"};
+    snprintf(up.memory_id, sizeof(up.memory_id), "mem_a");
+    snprintf(up.node_id, sizeof(up.node_id), "mem_a");
+    sha256_hex(content, strlen(content), up.sha);
+    cr_assert_eq(cache_sent_add(C, ST, &up, 1), 0);
+    return up;
+}
+
 Test(cache_gc, rewrites_keep_one_copy)
 {
     struct cnode n;
@@ -131,12 +142,7 @@ Test(cache_gc, what_is_still_needed_keeps_its_content)
     cache_conflicts_free(cf, ncf);
     cr_expect(!has("x2"), "a dropped conflict record's content was kept");
     /* an upload in flight keeps what it sent (its answer makes it the baseline) */
-    sha256_hex("x3", 2, sha);
-    struct cache_sent up = {.ino = a, .path = (char *)"/a.md"};
-    snprintf(up.memory_id, sizeof(up.memory_id), "mem_a");
-    snprintf(up.node_id, sizeof(up.node_id), "mem_a");
-    snprintf(up.sha, sizeof(up.sha), "%s", sha);
-    cr_assert_eq(cache_sent_add(C, ST, &up, 1), 0);
+    struct cache_sent up = send_a(a, "x3");
     cr_assert_gt(up.id, 0);
     set(a, "x4");
     cr_expect(has("x3"), "the content of an upload in flight was freed");
@@ -346,13 +352,7 @@ Test(cache_gc, a_file_reverted_while_its_upload_is_out_keeps_its_content)
 {
     uint64_t a = child(root, "a.md");
     set(a, "yy");
-    char sha_y[65];
-    sha256_hex("yy", 2, sha_y);
-    struct cache_sent up = {.ino = a, .path = (char *)"/a.md"};
-    snprintf(up.memory_id, sizeof(up.memory_id), "mem_a");
-    snprintf(up.node_id, sizeof(up.node_id), "mem_a");
-    snprintf(up.sha, sizeof(up.sha), "%s", sha_y);
-    cr_assert_eq(cache_sent_add(C, ST, &up, 1), 0);
+    struct cache_sent up = send_a(a, "yy");
     set(a, "aaa"); /* back to the baseline: clean */
     struct cache_gc_report rep;
     struct cache_policy p = {.max_bytes = 1};
@@ -360,7 +360,7 @@ Test(cache_gc, a_file_reverted_while_its_upload_is_out_keeps_its_content)
     cr_expect(!has("bbbb"), "nothing was evicted");
     cr_expect(has("aaa"), "the content of a file whose upload is out was evicted");
     struct cache_answer ans = {.sent_id = up.id, .ino = a, .written_id = "mem_a",
-                               .node_id = "mem_a", .memory_id = "mem_a", .sha = sha_y,
+                               .node_id = "mem_a", .memory_id = "mem_a", .sha = up.sha,
                                .path = "/a.md"};
     struct cache_answer_result res;
     cr_assert_eq(cache_push_answered(C, ST, &ans, &res), 0);

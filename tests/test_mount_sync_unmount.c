@@ -196,27 +196,25 @@ Test(mount_sync_unmount, files_still_open_at_sigterm_push_only_what_was_saved)
  * pushed neither by a sync nor by the final one, and is kept as a record
  * like any unsaved edit.  (The reader's close saved the writer's buffer,
  * held, which the final sync pushed; its fsync made it pushable at once.) */
-Test(mount_sync_unmount, a_reader_s_close_or_fsync_publishes_no_writer_s_open_edit)
+/* Starts writer_pid, which creates each of names[0..n) in the mount,
+ * writes text to it and holds it open until killed.  The writer is a child
+ * that never forks: a descriptor this process held would be closed (FLUSH,
+ * a writer's close, which saves) by every shell it starts, at its fork's
+ * exit or exec. */
+static void hold_open(const char *const *names, size_t n, const char *text)
 {
-    sy_mount(false, "--flush-timeout 10");
-    sy_after_sync();
-    int pid = mnt_daemon_pid(&E);
-    cr_assert_gt(pid, 1);
-    const char *const name[] = {"closed.md", "synced.md"};
-    /* The writer is a child that never forks: a descriptor this process
-     * held would be closed (FLUSH, a writer's close, which saves) by every
-     * shell it starts, at its fork's exit or exec. */
     int ready[2];
     cr_assert_eq(pipe(ready), 0);
     writer_pid = fork();
     cr_assert_geq(writer_pid, 0);
     if (writer_pid == 0) {
         close(ready[0]);
-        for (int i = 0; i < 2; i++) {
+        size_t len = strlen(text);
+        for (size_t i = 0; i < n; i++) {
             char path[600];
-            snprintf(path, sizeof(path), "%s/%s", mnt, name[i]);
+            snprintf(path, sizeof(path), "%s/%s", mnt, names[i]);
             int w = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            if (w < 0 || write(w, "first half\n", 11) != 11)
+            if (w < 0 || write(w, text, len) != (ssize_t)len)
                 _exit(1);
         }
         (void)!write(ready[1], "y", 1);
@@ -227,6 +225,16 @@ Test(mount_sync_unmount, a_reader_s_close_or_fsync_publishes_no_writer_s_open_ed
     char y = 0;
     cr_assert_eq(read(ready[0], &y, 1), 1, "the writer could not write");
     close(ready[0]);
+}
+
+Test(mount_sync_unmount, a_reader_s_close_or_fsync_publishes_no_writer_s_open_edit)
+{
+    sy_mount(false, "--flush-timeout 10");
+    sy_after_sync();
+    int pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    const char *const name[] = {"closed.md", "synced.md"};
+    hold_open(name, 2, "first half\n");
     for (int i = 0; i < 2; i++) {
         char path[600];
         snprintf(path, sizeof(path), "%s/%s", mnt, name[i]);
@@ -315,23 +323,8 @@ Test(mount_sync_unmount, a_truncate_by_path_publishes_no_writer_s_open_edit)
     sy_after_sync();
     char path[600];
     snprintf(path, sizeof(path), "%s/draft.md", mnt);
-    int ready[2];
-    cr_assert_eq(pipe(ready), 0);
-    writer_pid = fork(); /* never forks again: see above */
-    cr_assert_geq(writer_pid, 0);
-    if (writer_pid == 0) {
-        close(ready[0]);
-        int w = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (w < 0 || write(w, "draft part 1 of 3\n", 18) != 18)
-            _exit(1);
-        (void)!write(ready[1], "y", 1);
-        for (;;)
-            pause();
-    }
-    close(ready[1]);
-    char y = 0;
-    cr_assert_eq(read(ready[0], &y, 1), 1, "the writer could not write");
-    close(ready[0]);
+    const char *const name[] = {"draft.md"};
+    hold_open(name, 1, "draft part 1 of 3\n");
     cr_assert_eq(truncate(path, 12), 0, "%s", strerror(errno));
     sy_after_sync();
     char *c = sy_content("/draft.md");

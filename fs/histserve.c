@@ -35,6 +35,7 @@
 #include "daemon.h"
 #include "engine.h"
 #include "history.h"
+#include "log.h"
 #include "rules.h"
 
 #define MAX_JOBS 16
@@ -171,6 +172,61 @@ static void say_done(FILE *out, const struct restore_done *done)
         fprintf(out, "the next sync pushes it ('memstorefs sync --wait' pushes it now)\n");
 }
 
+/* The cache may be a sync behind the store, and a restore is often meant
+ * to undo exactly a remote edit made since the last sync: judged against
+ * the file's stale baseline it would change nothing ("holds the content
+ * already"), or take a dirty file back to its baseline, clean, and the
+ * next sync would pull the remote edit over it.  When the memory's head in
+ * the store is not the file's baseline, a sync brings the file up to it
+ * first, as any sync does (the store wins; an unpushed edit of the file is
+ * kept as a conflict record).  No sync otherwise: it would push the
+ * file's own unpushed edit, which the restore may be meant to drop. */
+/* Whether a record of the store keeps sha for memory_id. */
+static bool kept_as_record(struct job *j, const char *memory_id, const char *sha)
+{
+    struct cache_conflict *v = NULL;
+    size_t n = 0;
+    bool kept = false;
+    if (cache_conflicts(j->d->cache, j->s->id, &v, &n) != 0)
+        return false;
+    for (size_t i = 0; i < n && !kept; i++)
+        kept = strcmp(v[i].memory_id, memory_id) == 0 && strcmp(v[i].local_sha, sha) == 0;
+    cache_conflicts_free(v, n);
+    return kept;
+}
+
+/* *synced: a sync ran; *kept: it kept the file's unpushed edit as a
+ * conflict record. */
+static void catch_up(struct job *j, const char *memory_id, bool *synced, bool *kept)
+{
+    *synced = *kept = false;
+    struct cnode n;
+    if (cache_file_of_memory(j->d->cache, j->s->id, memory_id, &n) != 0)
+        return; /* no file has it: nothing stale to judge against */
+    struct api_fetch f = {.memory_id = memory_id};
+    api_memories_fetch(j->d->http, j->s->id, &f, 1);
+    bool behind = f.err == -ENOENT ||
+                  (!f.err && (strcmp(f.mem.sha, n.base_sha) != 0 ||
+                              strcmp(f.mem.path ? f.mem.path : "", n.base_path) != 0));
+    if (f.err && f.err != -ENOENT)
+        log_debug("cannot read a memory's head before a restore; restoring against the cache",
+                  "memory_store_id", j->s->id, "memory_id", memory_id, "error",
+                  strerror(-f.err));
+    api_memory_clear(&f.mem);
+    api_error_clear(&f.e);
+    if (behind) {
+        char why[512];
+        int rc = syncer_sync_now(j->d->sync, j->s->sync_idx, why, sizeof(why), NULL);
+        if (rc)
+            log_warn("cannot sync a file changed in the store before restoring it; the next "
+                     "sync decides between the two", "memory_store_id", j->s->id, "memory_id",
+                     memory_id, "error", why);
+        *synced = rc == 0;
+        *kept = !rc && strcmp(n.sha, n.base_sha) != 0 && kept_as_record(j, memory_id, n.sha);
+    }
+    cnode_clear(&n);
+}
+
 static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
 {
     const char *rel = j->f[2], *to = j->f[4][0] ? j->f[4] : NULL, *m = j->s->mount_path;
@@ -190,6 +246,8 @@ static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
     int rc = get_version(j, j->f[3], &v, why, whylen);
     if (rc)
         return rc;
+    bool synced, kept;
+    catch_up(j, v.memory_id, &synced, &kept);
     struct cnode live, at;
     bool is_live = cache_file_of_memory(j->d->cache, j->s->id, v.memory_id, &live) == 0;
     bool has_at = cache_node_at(j->d->cache, j->s->id, to ? to : rel, &at) == 0;
@@ -215,6 +273,10 @@ static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
     struct restore_done done = {0};
     if (!rc && (rc = restore_write(j->d, j->s, target, v.content, v.content_len, &done)))
         edit_why(j, rc, target, why, whylen);
+    if (!rc && synced)
+        fprintf(out, "memory %s had changed in the store since the last sync: synced it "
+                     "first\n", v.memory_id);
+    done.kept_conflict |= kept;
     if (!rc && done.unchanged) {
         fprintf(out, "%s%s holds the content of version %s already; nothing was changed\n", m,
                 target, v.id);

@@ -343,6 +343,50 @@ Test(mount_history, restore_keeps_unpushed_changes_and_to_makes_a_copy)
     free(id);
 }
 
+/* The cache is a sync behind the store: an edit made in the store since
+ * the last sync is what a restore is often meant to undo. */
+Test(mount_history, a_restore_right_after_a_remote_edit_undoes_it)
+{
+    sy_mount(false, "--sync-interval 3600");
+    char *id = sy_id("/notes/a.md"), *out = NULL, *cmd = NULL;
+    edit_synced("notes/a.md", "second\n");
+    char *second = server_version(id, 0);
+    cr_assert(asprintf(&cmd, "restore notes/a.md --version %s", second) > 0);
+
+    /* The file clean: it holds the version to go back to. */
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"third, a bad remote edit\\n\"}"), 200);
+    cr_assert_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(strstr(out, "restored"), "the restore changed nothing: %s", out);
+    free(out);
+    sy_after_sync();
+    char *c = sy_content("/notes/a.md");
+    cr_expect_str_eq(c, "second\n", "the remote edit stayed");
+    free(c);
+
+    /* The file dirty with an edit that went back to its baseline... */
+    cr_assert_eq(sy_run(NULL, "echo 'not pushed yet' > notes/a.md"), 0);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"fourth, another bad edit\\n\"}"), 200);
+    cr_assert_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(strstr(out, "conflict record"), "the unpushed edit was not kept: %s", out);
+    free(out);
+    sy_after_sync();
+    c = sy_content("/notes/a.md");
+    cr_expect_str_eq(c, "second\n", "the second remote edit stayed");
+    free(c);
+    sy_run(&out, "cat notes/a.md");
+    cr_expect_str_eq(out, "second\n");
+    free(out);
+    char *kept = mnt_q(&E, "SELECT CAST(b.data AS TEXT) FROM conflicts k JOIN blobs b"
+                      " ON b.sha = k.local_sha WHERE k.path = '/notes/a.md'"
+                      " AND CAST(b.data AS TEXT) = 'not pushed yet\n'");
+    cr_expect_str_eq(kept, "not pushed yet\n", "the unpushed edit was lost");
+    free(kept);
+    cr_expect_eq(sy_pending(), 0);
+    free(cmd);
+    free(second);
+    free(id);
+}
+
 Test(mount_history, restore_is_refused_on_a_read_only_store)
 {
     sy_mount(true, "");

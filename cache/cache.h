@@ -306,6 +306,9 @@ int cache_create_open_then(struct cache *c, uint64_t parent, const char *name, i
  * next cache_open.  *ino (may be NULL) gets the removed node's number. */
 int cache_unlink(struct cache *c, uint64_t parent, const char *name, bool is_dir,
                  uint64_t *ino);
+/* cache_unlink of the file at parent/name only while it is node ino;
+ * -ESTALE when another node has the name now (a rename over it). */
+int cache_unlink_node(struct cache *c, uint64_t parent, const char *name, uint64_t ino);
 
 #define CACHE_RENAME_NOREPLACE 1u
 /* Moves parent/name to newparent/newname (same store, else -EXDEV).  A file

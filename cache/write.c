@@ -441,6 +441,7 @@ struct unlink_args {
     const char *name;
     bool is_dir;
     uint64_t *ino;
+    uint64_t only; /* nonzero: only this node (-ESTALE if another is there) */
 };
 
 static int unlink_tx(struct cache *c, void *arg)
@@ -454,6 +455,8 @@ static int unlink_tx(struct cache *c, void *arg)
         rc = -EPERM;
     if (!rc)
         rc = get_child(c, a->parent, a->name, &n);
+    if (!rc && a->only && n.ino != a->only)
+        rc = -ESTALE;
     if (!rc && n.is_dir != a->is_dir)
         rc = n.is_dir ? -EISDIR : -ENOTDIR;
     if (!rc && n.is_dir && has_children(c, n.ino))
@@ -474,7 +477,13 @@ static int unlink_tx(struct cache *c, void *arg)
 
 int cache_unlink(struct cache *c, uint64_t parent, const char *name, bool is_dir, uint64_t *ino)
 {
-    struct unlink_args a = {parent, name, is_dir, ino};
+    struct unlink_args a = {parent, name, is_dir, ino, 0};
+    return db_in_tx(c, unlink_tx, &a);
+}
+
+int cache_unlink_node(struct cache *c, uint64_t parent, const char *name, uint64_t ino)
+{
+    struct unlink_args a = {parent, name, false, NULL, ino};
     return db_in_tx(c, unlink_tx, &a);
 }
 

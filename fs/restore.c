@@ -160,7 +160,12 @@ int restore_write(struct daemon *d, struct fs_store *s, const char *path, const 
     }
     if (changed) /* no lock held: the kernel may call back into the mount */
         nt.inval_inode(nt.arg, ino);
-    if (rc && done->created && cache_unlink(d->cache, parent, name, false, NULL) == 0)
-        nt.entry_gone(nt.arg, parent, ino, name); /* no empty file is left behind */
+    /* No empty file is left behind: the one made here, unless another file
+     * was renamed over it meanwhile (its memory is not the restore's to
+     * delete) or a writer opened it (its close saves it, an ordinary new
+     * file). */
+    if (rc && rc != -EBUSY && done->created &&
+        cache_unlink_node(d->cache, parent, name, ino) == 0)
+        nt.entry_gone(nt.arg, parent, ino, name);
     return rc;
 }

@@ -273,7 +273,13 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
         return rc;
     if (!found)
         ino = (uint64_t)sqlite3_last_insert_rowid(c->db);
-    return record(ch, CACHE_CH_NEW, parent, ino, name);
+    rc = record(ch, CACHE_CH_NEW, parent, ino, name);
+    /* Moved with new content in one update: the node is the same inode, and
+     * whoever holds it open, or the kernel's pages and attributes of it,
+     * has the old bytes and size (an hour of attribute timeout). */
+    if (!rc && found && !same_sha)
+        rc = record(ch, CACHE_CH_CONTENT, 0, ino, NULL);
+    return rc;
 }
 
 static int load_listing(struct cache *c, const struct cache_remote *r, size_t n)

@@ -159,3 +159,38 @@ Test(mount_sync_open, a_remote_update_reaches_every_reader_of_a_file_held_open)
     cr_expect_str_eq(buf, want, "an open after the reader closed read the old version");
     close(fd2);
 }
+
+/* The same when the store moved the memory and changed its content in one
+ * update: the file, held open, shows the new content at its new name. */
+Test(mount_sync_open, a_remote_move_with_new_content_reaches_a_reader_of_a_file_held_open)
+{
+    const char *want = "version two, moved and longer\n";
+    char path[512], moved[512], buf[128];
+    snprintf(path, sizeof(path), "%s/f.md", mnt);
+    snprintf(moved, sizeof(moved), "%s/g.md", mnt);
+    int fd = open(path, O_RDONLY);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    ssize_t n = pread(fd, buf, sizeof(buf), 0);
+    cr_assert_eq(n, 3);
+    char *id = sy_id("/f.md");
+    cr_assert(id);
+    cr_assert_eq(sy_remote_update(id, "{\"path\":\"/g.md\","
+                                      "\"content\":\"version two, moved and longer\\n\"}"), 200);
+    free(id);
+    sy_after_sync();
+
+    struct stat st;
+    cr_assert_eq(stat(moved, &st), 0, "%s", strerror(errno));
+    cr_expect_eq(st.st_size, (off_t)strlen(want), "stat's size %lld, the old version's",
+                 (long long)st.st_size);
+    n = pread(fd, buf, sizeof(buf) - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    cr_expect_str_eq(buf, want, "the reader holding the file read the old version");
+    int fd2 = open(moved, O_RDONLY);
+    cr_assert_geq(fd2, 0, "%s", strerror(errno));
+    n = read(fd2, buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    cr_expect_str_eq(buf, want, "an open of the new name read the old version");
+    close(fd2);
+    close(fd);
+}

@@ -97,6 +97,12 @@ static void entry_gone(void *arg, uint64_t parent_row, uint64_t row, const char 
     leave(s);
 }
 
+static void lost(void *arg, uint64_t row, const char *sha)
+{
+    (void)arg;
+    ofile_lost(row, sha);
+}
+
 void fs_notify_init(struct fs_store *s, struct sync_notify *n)
 {
     memset(n, 0, sizeof(*n));
@@ -104,4 +110,5 @@ void fs_notify_init(struct fs_store *s, struct sync_notify *n)
     n->inval_inode = inval_inode;
     n->entry_new = entry_new;
     n->entry_gone = entry_gone;
+    n->lost = lost;
 }

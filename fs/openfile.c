@@ -102,7 +102,7 @@ void ofile_unlock(struct ofile *f)
 
 bool ofile_current_locked(const struct ofile *f, const char *sha)
 {
-    return f->loaded && (f->dirty || strcmp(f->sha, sha) == 0);
+    return f->loaded && (f->dirty || f->lost || strcmp(f->sha, sha) == 0);
 }
 
 void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sha)
@@ -141,7 +141,7 @@ static void set_dirty(struct ofile *f, int64_t now_ns, bool *first_dirty)
     /* A file this open created is dirty in the cache already: nothing to
      * mark there. */
     if (first_dirty)
-        *first_dirty = !f->dirty && !f->unsaved;
+        *first_dirty = !f->dirty && !f->unsaved && !f->lost;
     f->dirty = true;
     f->mtime_ns = now_ns;
     f->ctime_ns = now_ns;
@@ -316,6 +316,45 @@ bool ofile_is_cut(struct ofile *f)
     return cut;
 }
 
+#define MSG_LOST_WRITES                                                                            \
+    "a writer went on editing a file after its edit lost to the store; what it saves is kept as " \
+    "a conflict record (memstorefs conflicts), not as the file's content"
+
+/* The buffer goes: the next open or read loads the cache's content. */
+static void drop_locked(struct ofile *f)
+{
+    free(f->buf);
+    f->buf = NULL;
+    f->len = f->cap = 0;
+    f->sha[0] = '\0';
+    f->mtime_ns = f->ctime_ns = 0;
+    f->loaded = false;
+}
+
+/* A save of a lost edit (f->lost): the writers' version is not the store's
+ * version's continuation, so it is kept as a record, never saved as the
+ * file's content.  When the last writer has gone the buffer is dropped,
+ * and the file reads as the store has it. */
+static int keep_lost_locked(struct ofile *f, struct cache *c)
+{
+    int rc = 0;
+    if (f->dirty) {
+        rc = cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len,
+                                CACHE_CONFLICT_STORE_WON);
+        if (!rc) {
+            char bytes[24];
+            snprintf(bytes, sizeof(bytes), "%zu", f->len);
+            log_warn(MSG_LOST_WRITES, "bytes", bytes);
+            f->dirty = false;
+        }
+    }
+    if (!rc && !f->writers) {
+        f->lost = f->cut = f->cut_kept = f->kept = f->unsaved = f->held = false;
+        drop_locked(f);
+    }
+    return rc;
+}
+
 int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
                 const struct cache_then *then)
 {
@@ -326,6 +365,8 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
         /* A reader's close: the buffer is the unfinished work of the
          * writers still open (saving it, even held, would have the final
          * sync or a restart after a crash push what no writer closed). */
+    } else if (f->lost) {
+        rc = keep_lost_locked(f, c);
     } else if (f->cut && why != OFILE_PATH && (f->dirty || f->unsaved || f->held)) {
         /* (A truncate by path is another process's: it saves held.) */
         rc = keep_cut_locked(f, c);
@@ -353,7 +394,13 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
             f->kept = false;
             f->unsaved = false;
             f->held = false;
-            f->loaded = false; /* the next open or read loads the store's version */
+            /* Writers still holding the file go on with their version
+             * (kept whole at each save); with none, the next open or read
+             * loads the store's. */
+            if (f->writers)
+                f->lost = true;
+            else
+                f->loaded = false;
             rc = 0;
         }
     } else if (!held && f->held) {
@@ -459,13 +506,21 @@ void ofile_forget_clean(uint64_t row)
     if (!f)
         return;
     pthread_mutex_lock(&f->lock);
-    if (f->loaded && !f->dirty && !f->unsaved) {
-        free(f->buf);
-        f->buf = NULL;
-        f->len = f->cap = 0;
-        f->sha[0] = '\0';
-        f->mtime_ns = f->ctime_ns = 0;
-        f->loaded = false;
+    if (f->loaded && !f->dirty && !f->unsaved && !f->lost)
+        drop_locked(f);
+    pthread_mutex_unlock(&f->lock);
+    ofile_put(f);
+}
+
+void ofile_lost(uint64_t row, const char *sha)
+{
+    struct ofile *f = ofile_find(row);
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->lock);
+    if (f->writers && f->loaded && (f->dirty || strcmp(f->sha, sha) == 0)) {
+        f->lost = true;
+        f->held = false; /* what the cache held for them is the store's now */
     }
     pthread_mutex_unlock(&f->lock);
     ofile_put(f);

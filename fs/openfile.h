@@ -30,6 +30,11 @@ struct ofile {
                                 * after the buffer was changed: its edit is
                                 * not what the writer meant (ofile_flush) */
     bool cut_kept;             /* that edit's record is written */
+    bool lost;                 /* the writers' edit lost to the store while
+                                * they held the file open: the buffer is
+                                * their version, which every save keeps as
+                                * a conflict record (ofile_flush); dropped
+                                * when the last writer goes */
     unsigned writers;          /* open handles that may write */
     char *buf;                 /* len bytes, capacity cap */
     size_t len, cap;
@@ -107,6 +112,14 @@ void ofile_set_mtime(struct ofile *f, int64_t mtime_ns);
  * the old ones back into the kernel's pages and attributes.  A buffer with
  * edits is kept: its next save finds the change (the store wins). */
 void ofile_forget_clean(uint64_t row);
+
+/* The store won over content sha of row, kept as a conflict record (a
+ * sync): if writers still hold the file open with that content (saved by
+ * an fsync or a close of one descriptor) in its buffer, the buffer is
+ * their edit in progress, which lost: it stays theirs (ofile_forget_clean
+ * keeps it), and what they write on is kept as a record too, never laid
+ * over the store's version and pushed. */
+void ofile_lost(uint64_t row, const char *sha);
 
 /* True when row has an entry (takes only the table lock, so it may be
  * called with the cache lock held). */

@@ -19,6 +19,9 @@ struct sync_notify {
     void (*inval_inode)(void *arg, uint64_t row);
     void (*entry_new)(void *arg, uint64_t parent_row, const char *name);
     void (*entry_gone)(void *arg, uint64_t parent_row, uint64_t row, const char *name);
+    /* The store won over row's content sha, which is kept as a conflict
+     * record (before the store's version is applied); may be NULL. */
+    void (*lost)(void *arg, uint64_t row, const char *sha);
 };
 
 enum syncer_deletions { SYNCER_DEL_ENABLED = 0, SYNCER_DEL_LOG_ONLY, SYNCER_DEL_DISABLED };

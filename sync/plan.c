@@ -472,6 +472,10 @@ static int plan_file(struct cycle *cy, struct file *f)
                 st->n.entry_gone(st->n.arg, gone.parent, n->ino, gone.name);
             free(gone.name);
         }
+        /* A writer holding the file open with the content that lost goes
+         * on with its own version, not the store's. */
+        if (!rc && o.keep_local && st->n.lost)
+            st->n.lost(st->n.arg, n->ino, n->sha);
         if (rc == -EAGAIN)
             rc = 0; /* written meanwhile: decided again next sync */
         break;

@@ -154,6 +154,79 @@ Test(mount_sync_conflict, an_edit_still_open_when_the_memory_is_deleted_remotely
     free(id);
 }
 
+/* The conflict records of path, oldest first, "|"-separated (malloc'd). */
+static char *records_at(const char *path)
+{
+    return mnt_q(&E, "SELECT group_concat(t, '|') FROM (SELECT CAST(b.data AS TEXT) AS t"
+                     " FROM conflicts k JOIN blobs b ON b.sha = k.local_sha"
+                     " WHERE k.path = '%s' ORDER BY k.id)", path);
+}
+
+/* A writer whose saved edit lost to the store keeps the file open and
+ * writes on: its later writes continue its own version, which is kept as
+ * a conflict record whole, never laid over the store's version and
+ * pushed. */
+Test(mount_sync_conflict, a_writer_that_lost_to_the_store_and_writes_on_pushes_no_mix)
+{
+    char *id = sy_id("/c.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    char path[600];
+    snprintf(path, sizeof(path), "%s/c.md", mnt);
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pwrite(fd, "LOCAL1", 6, 0), 6);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"the store's version, longer\\n\"}"), 200);
+    cr_assert_eq(fsync(fd), 0);
+    sy_after_sync(); /* both changed: the store wins over the saved edit */
+    cr_assert_eq(pwrite(fd, "LOCAL2", 6, 6), 6);
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync();
+
+    char *c = sy_content("/c.md");
+    cr_expect_str_eq(c ? c : "(none)", "the store's version, longer\n",
+                     "the writer's later writes were pushed over the store's version");
+    free(c);
+    char *out = NULL;
+    sy_run(&out, "cat c.md");
+    cr_expect_str_eq(out, "the store's version, longer\n");
+    free(out);
+    char *kept = records_at("/c.md");
+    cr_expect_str_eq(kept, "LOCAL1|LOCAL1LOCAL2", "the writer's version is not kept whole");
+    free(kept);
+    free(id);
+}
+
+/* The same when the sync removed the file (memory deleted remotely) under
+ * the writer's unsaved edit: its fsync keeps the edit as a record, and
+ * what it writes after that is kept too, not saved onto the removed file
+ * where nothing shows or pushes it. */
+Test(mount_sync_conflict, a_writer_whose_file_was_deleted_remotely_keeps_its_later_writes)
+{
+    char *id = sy_id("/other.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    char path[600];
+    snprintf(path, sizeof(path), "%s/other.md", mnt);
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pwrite(fd, "x", 1, 0), 1);
+    cr_assert_eq(sy_remote_delete(id), 200);
+    sy_after_sync();
+    cr_assert_neq(sy_run(NULL, "test -e other.md"), 0, "the sync did not remove other.md");
+    cr_assert_eq(fsync(fd), 0);
+    cr_assert_eq(pwrite(fd, "LOST", 4, 1), 4);
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync();
+    char *kept = records_at("/other.md");
+    cr_expect_str_eq(kept, "xntouched\n|xLOSTched\n", "the later writes were lost");
+    free(kept);
+    char *c = sy_content("/other.md");
+    cr_expect_null(c, "the deleted memory came back: %s", c ? c : "");
+    free(c);
+    free(id);
+}
+
 /* rm c.md and a new c.md, while c.md's memory is renamed at the server:
  * the new file does not take over a memory that is no longer at its path
  * (the store would win against it and throw it away, and the tombstone

@@ -5,6 +5,8 @@
  * session; test_mount_sync_modes.c covers later sessions); and the cap
  * max(8, min(50, memories/4)) holds back the rest for later syncs. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,4 +152,29 @@ Test(mount_sync_delete, the_cap_holds_back_the_rest_for_later_syncs)
                   "%s survived", p);
     }
     cJSON_Delete(l);
+}
+
+Test(mount_sync_delete, a_reader_of_a_file_deleted_remotely_still_reads_it)
+{
+    sy_mount(false, "");
+    char *id = sy_id("/a.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    char path[600], buf[64];
+    snprintf(path, sizeof(path), "%s/a.md", mnt);
+    cr_assert_eq(sy_run(NULL, "cat a.md > /dev/null"), 0); /* warm */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(sy_remote_delete(id), 200);
+    bool gone = mnt_wait_sh(&E, WITHIN, "test ! -e '%s/a.md'", mnt);
+    /* The kernel may drop its pages at any time: a read then asks us. */
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    int e = errno;
+    close(fd);
+    cr_assert(gone, "a.md was not removed locally");
+    cr_assert_eq(n, 6, "read %zd bytes (%s)", n, n < 0 ? strerror(e) : "");
+    buf[n] = 0;
+    cr_expect_str_eq(buf, "alpha\n");
+    free(id);
 }

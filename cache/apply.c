@@ -188,7 +188,8 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
     db_finish(c, st);
     if (deleted)
         return 0; /* deleted locally: the sync deletes it remotely */
-    rc = db_prepare(c, "SELECT ino, parent IS NULL, state, COALESCE(sha, ''), path"
+    rc = db_prepare(c, "SELECT ino, parent IS NULL, state, COALESCE(sha, ''), path,"
+                           " COALESCE(base_path, '')"
                            " FROM nodes WHERE store = ? AND memory_id = ? AND unlinked = 0"
                            " AND is_dir = 0", &st);
     if (rc)
@@ -196,7 +197,7 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
     sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, r->memory_id, -1, SQLITE_TRANSIENT);
     uint64_t ino = 0;
-    bool detached = false, found = false, same_sha = false;
+    bool detached = false, found = false, same_sha = false, same_base_path = false;
     int state = 0;
     if (sqlite3_step(st) == SQLITE_ROW) {
         found = true;
@@ -204,15 +205,28 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
         detached = sqlite3_column_int(st, 1) != 0;
         state = sqlite3_column_int(st, 2);
         same_sha = strcmp((const char *)sqlite3_column_text(st, 3), r->sha) == 0;
+        same_base_path = strcmp((const char *)sqlite3_column_text(st, 5), r->path) == 0;
     }
     db_finish(c, st);
     if (found && state != CNODE_CLEAN)
         return 0; /* local changes: the sync engine decides */
     if (found && !detached) {
-        if (same_sha)
+        /* At the listed path (pass 1 detached it otherwise), so that is its
+         * baseline path too: a file the sync took back to its baseline
+         * content after both sides moved it there still had the old path
+         * as baseline, and the next sync built from baselines (the version
+         * feed) moved it back. */
+        if (same_sha && same_base_path)
             return 0;
+        if (same_sha) {
+            rc = db_prepare(c, "UPDATE nodes SET base_path = path WHERE ino = ?", &st);
+            if (rc)
+                return rc;
+            sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
+            return step_done(c, st, "update node's base path");
+        }
         rc = db_prepare(c, "UPDATE nodes SET sha = ?1, base_sha = ?1, size = ?2, mtime = ?3,"
-                           " ctime = ?3 WHERE ino = ?4", &st);
+                           " ctime = ?3, base_path = path WHERE ino = ?4", &st);
         if (rc)
             return rc;
         sqlite3_bind_text(st, 1, r->sha, -1, SQLITE_TRANSIENT);

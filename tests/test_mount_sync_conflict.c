@@ -418,3 +418,33 @@ Test(mount_sync_conflict, a_path_another_memory_took_after_a_remote_delete_is_th
     free(other);
     free(id);
 }
+
+/* Both sides moved the memory to the same path, and the store changed its
+ * content too: the file takes the store's content at that path, and stays
+ * there at the next syncs (which read the version feed). */
+Test(mount_sync_conflict, a_move_both_sides_made_stays_where_both_put_it)
+{
+    char *id = sy_id("/c.md"), *other = sy_id("/other.md");
+    cr_assert(id && other);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "mv c.md moved.md"), 0);
+    cr_assert_eq(sy_remote_update(id, "{\"path\":\"/moved.md\",\"content\":\"remote\\n\"}"), 200);
+    sy_after_sync();
+    char *out = NULL;
+    sy_run(&out, "ls; cat moved.md");
+    cr_expect_str_eq(out, "moved.md\nnotes\nother.md\nremote\n");
+    free(out);
+    /* Another change, for a sync that reads the feed. */
+    cr_assert_eq(sy_remote_update(other, "{\"content\":\"touched\\n\"}"), 200);
+    sy_after_sync();
+    sy_after_sync();
+    sy_run(&out, "ls; cat moved.md");
+    cr_expect_str_eq(out, "moved.md\nnotes\nother.md\nremote\n", "the file went back");
+    free(out);
+    char *c = sy_content("/moved.md");
+    cr_expect_str_eq(c ? c : "(none)", "remote\n");
+    free(c);
+    cr_expect_eq(sy_pending(), 0);
+    free(id);
+    free(other);
+}

@@ -180,6 +180,11 @@ int rules_check_name(const char *name, const char **why)
 int rules_check_local_path(const char *path, size_t n, const char **why)
 {
     int rc = rules_check_path(path, n, why);
+    /* The marker is a file at the root: no directory can have its name. */
+    size_t m = strlen(MEM_MARKER_PATH);
+    if (!rc && n > m && memcmp(path, MEM_MARKER_PATH, m) == 0 && path[m] == '/')
+        rc = fail(why, "path is below " MEM_MARKER_PATH ", the memory store's marker file, "
+                       "where no directory can be", -EINVAL);
     for (size_t i = 0, start = 0; !rc && i <= n; i++) {
         if (i == n || path[i] == '/') {
             if (i - start > MEM_NAME_MAX_BYTES)

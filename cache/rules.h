@@ -38,8 +38,9 @@ int rules_check_segment(const char *name, const char **why);
  * and at most MEM_NAME_MAX_BYTES bytes (-ENAMETOOLONG). */
 int rules_check_name(const char *name, const char **why);
 
-/* A memory path that can be a file in a mount: rules_check_path, and
- * every name at most MEM_NAME_MAX_BYTES bytes (-ENAMETOOLONG). */
+/* A memory path that can be a file in a mount: rules_check_path, every
+ * name at most MEM_NAME_MAX_BYTES bytes (-ENAMETOOLONG), and not below the
+ * marker (-EINVAL: a file at the root). */
 int rules_check_local_path(const char *path, size_t n, const char **why);
 
 /* A list path_prefix: "/" or a valid path followed by "/". */

@@ -127,6 +127,29 @@ Test(mount_refresh, marker_path_on_the_server_is_skipped)
     free(out);
 }
 
+/* A memory below the marker's path cannot be a file either (no directory
+ * takes the marker's name): skipped, and the root lists the marker once. */
+Test(mount_refresh, a_memory_below_the_marker_path_is_skipped)
+{
+    char *below = t_create_memory(&E.msd, store, "/.anthropic-memory-store/below.md", "below");
+    cr_assert_not_null(below, "memstored refused a memory below the marker's path");
+    free(below);
+    free(t_create_memory(&E.msd, store, "/real.md", "real\n"));
+    char *out = NULL;
+    cr_assert_eq(mnt_mount(&E, store, "m", false, "", &out), 0, "%s", out);
+    cr_expect(strstr(out, "the server listed a path that cannot be a file; skipping"),
+              "no warning was logged: %s", out);
+    free(out);
+    mnt_sh(&E, &out, "ls -A $MNT/m");
+    cr_expect_str_eq(out, ".anthropic-memory-store\nreal.md\n");
+    free(out);
+    mnt_sh(&E, &out, "cat $MNT/m/.anthropic-memory-store");
+    char want[300];
+    snprintf(want, sizeof(want), "version 1\n%s", store);
+    cr_expect_str_eq(out, want);
+    free(out);
+}
+
 /* Creates n memories /d<i%10>/m<i>.md, several requests at a time. */
 static void make_many(int n)
 {

@@ -166,6 +166,20 @@ static const struct prow segment_rows[] = {
     {"dotfile", ".x", 0},
 };
 
+/* A path that can be a file in a mount: none below the marker (a file at
+ * the root), though the marker's own name is allowed deeper down. */
+Test(rules, check_local_path_below_the_marker)
+{
+    const char *why = NULL;
+    const char *bad = "/.anthropic-memory-store/below.md";
+    cr_expect_eq(rules_check_local_path(bad, strlen(bad), &why), -EINVAL);
+    cr_expect(why && strstr(why, "marker"), "%s", why ? why : "(no reason)");
+    const char *ok[] = {"/notes/.anthropic-memory-store", "/.anthropic-memory-store.md",
+                        "/.anthropic-memory-storex/a.md", "/notes/.anthropic-memory-store/a.md"};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+        cr_expect_eq(rules_check_local_path(ok[i], strlen(ok[i]), &why), 0, "%s", ok[i]);
+}
+
 Test(rules, check_segment_table)
 {
     for (size_t i = 0; i < sizeof segment_rows / sizeof segment_rows[0]; i++) {

@@ -227,6 +227,39 @@ static void catch_up(struct job *j, const char *memory_id, bool *synced, bool *k
     cnode_clear(&n);
 }
 
+/* What a restore of version v to path did.  copy: --to; edit: the file
+ * is the version's memory's (or takes it over); gone_id: the memory of a
+ * pending deletion at path ("" if none), which a new file there takes
+ * over (sync/plan.c). */
+static void say_restored(FILE *out, const char *m, const char *path,
+                         const struct api_version *v, bool copy, bool edit, const char *gone_id,
+                         const struct restore_done *done)
+{
+    if (done->unchanged)
+        fprintf(out, "%s%s holds the content of version %s already; nothing was changed\n", m,
+                path, v->id);
+    else if (edit)
+        fprintf(out, "restored %s%s to version %s of memory %s (%zu bytes), a local edit\n", m,
+                path, v->id, v->memory_id, v->content_len);
+    else if (copy)
+        fprintf(out, "restored version %s of memory %s to %s%s, a new file\n", v->id,
+                v->memory_id, m, path);
+    else
+        fprintf(out, "recreated %s%s from version %s of %smemory %s\n", m, path, v->id,
+                strcmp(gone_id, v->memory_id) == 0 ? "" : "deleted ", v->memory_id);
+    if (done->unchanged)
+        ; /* nothing to push */
+    else if (gone_id[0] && edit) /* a file made since the rm takes it over */
+        fprintf(out, "the memory's deletion was not pushed yet: the next sync updates memory "
+                     "%s with it\n", gone_id);
+    else if (gone_id[0])
+        fprintf(out, "memory %s was deleted at that path and its deletion is not pushed yet: "
+                     "the next sync updates memory %s with it\n", gone_id, gone_id);
+    else if (!edit)
+        fprintf(out, "the next sync creates it in the store as a new memory\n");
+    say_done(out, done);
+}
+
 static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
 {
     const char *rel = j->f[2], *to = j->f[4][0] ? j->f[4] : NULL, *m = j->s->mount_path;
@@ -250,9 +283,16 @@ static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
     catch_up(j, v.memory_id, &synced, &kept);
     struct cnode live, at;
     bool is_live = cache_file_of_memory(j->d->cache, j->s->id, v.memory_id, &live) == 0;
-    bool has_at = cache_node_at(j->d->cache, j->s->id, to ? to : rel, &at) == 0;
     const char *target = to ? to : rel;
+    bool has_at = cache_node_at(j->d->cache, j->s->id, target, &at) == 0;
+    /* A file never synced at the path of a pending local deletion takes
+     * that memory over at the next sync (sync/plan.c): the new file a
+     * restore makes there, or one made there since the rm. */
     char gone_id[CACHE_ID_MAX] = "";
+    if (!is_live || to)
+        cache_deletion_at(j->d->cache, j->s->id, target, gone_id);
+    bool takes_over = !to && !is_live && has_at && !at.is_dir && !at.memory_id[0] &&
+                      strcmp(gone_id, v.memory_id) == 0;
     if (to && has_at) {
         snprintf(why, whylen, "%s%s exists; --to names a new file (nothing was changed)", m, to);
         rc = -EEXIST;
@@ -261,14 +301,12 @@ static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
                  "that file, or give --to PATH for a copy (nothing was changed)", v.memory_id,
                  v.id, m, live.path, m, rel);
         rc = -EINVAL;
-    } else if (!to && !is_live && has_at) {
+    } else if (!to && !is_live && has_at && !takes_over) {
         snprintf(why, whylen, "%s%s is %s, not memory %s of version %s: give --to PATH for a "
                  "copy, or move it away (nothing was changed)", m, rel,
                  at.is_dir ? "a directory" : at.memory_id[0] ? "another memory's file"
                                                              : "another file", v.memory_id, v.id);
         rc = -EEXIST;
-    } else if (!to && !is_live) {
-        cache_deletion_at(j->d->cache, j->s->id, rel, gone_id);
     }
     struct restore_done done = {0};
     if (!rc && (rc = restore_write(j->d, j->s, target, v.content, v.content_len, &done)))
@@ -277,25 +315,9 @@ static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
         fprintf(out, "memory %s had changed in the store since the last sync: synced it "
                      "first\n", v.memory_id);
     done.kept_conflict |= kept;
-    if (!rc && done.unchanged) {
-        fprintf(out, "%s%s holds the content of version %s already; nothing was changed\n", m,
-                target, v.id);
-    } else if (!rc && to) {
-        fprintf(out, "restored version %s of memory %s to %s%s, a new file (the next sync "
-                     "creates it in the store as a new memory)\n", v.id, v.memory_id, m, to);
-    } else if (!rc && is_live) {
-        fprintf(out, "restored %s%s to version %s of memory %s (%zu bytes), a local edit\n", m,
-                rel, v.id, v.memory_id, v.content_len);
-    } else if (!rc && strcmp(gone_id, v.memory_id) == 0) {
-        fprintf(out, "recreated %s%s from version %s of memory %s, whose deletion was not "
-                     "pushed yet: the next sync updates memory %s with it\n", m, rel, v.id,
-                v.memory_id, v.memory_id);
-    } else if (!rc) {
-        fprintf(out, "recreated %s%s from version %s of deleted memory %s (the next sync "
-                     "creates it in the store as a new memory)\n", m, rel, v.id, v.memory_id);
-    }
     if (!rc)
-        say_done(out, &done);
+        say_restored(out, m, target, &v, to != NULL, !to && (is_live || takes_over), gone_id,
+                     &done);
     if (is_live)
         cnode_clear(&live);
     if (has_at)

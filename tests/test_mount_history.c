@@ -387,6 +387,47 @@ Test(mount_history, a_restore_right_after_a_remote_edit_undoes_it)
     free(id);
 }
 
+/* A file never synced at the path of a pending deletion takes that memory
+ * over at the next sync (rm f; echo > f is one update): a restore says so,
+ * and restores into such a file as into the memory's own. */
+Test(mount_history, a_restore_at_a_pending_deletion_says_which_memory_it_updates)
+{
+    sy_mount(false, "--sync-interval 3600 --sync-deletions log_only");
+    char *a = sy_id("/notes/a.md"), *k = sy_id("/keep.md"), *out = NULL, *cmd = NULL;
+    cr_assert(a && k);
+    char *first = server_version(a, 0);
+
+    /* --to the path of keep.md, removed: that memory is updated. */
+    cr_assert_eq(sy_run(NULL, "rm keep.md"), 0);
+    cr_assert(asprintf(&cmd, "restore notes/a.md --version %s --to keep.md", first) > 0);
+    cr_assert_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(strstr(out, "a new file") && strstr(out, k) && strstr(out, "updates memory"),
+              "does not say memory %s is updated: %s", k, out);
+    cr_expect_null(strstr(out, "as a new memory"), "%s", out);
+    free(out);
+    free(cmd);
+    sy_after_sync();
+    char *c = sy_content("/keep.md"), *id = sy_id("/keep.md");
+    cr_expect_str_eq(c ? c : "(none)", "first\n");
+    cr_expect_str_eq(id ? id : "(none)", k, "not the memory the answer named");
+    free(c);
+    free(id);
+
+    /* rm a.md; a new a.md: a restore of a.md's version goes into it. */
+    cr_assert_eq(sy_run(NULL, "rm notes/a.md && echo new > notes/a.md"), 0);
+    cr_assert(asprintf(&cmd, "restore notes/a.md --version %s", first) > 0);
+    cr_assert_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(strstr(out, "restored") && strstr(out, "updates memory"), "%s", out);
+    free(out);
+    free(cmd);
+    sy_run(&out, "cat notes/a.md");
+    cr_expect_str_eq(out, "first\n");
+    free(out);
+    free(first);
+    free(a);
+    free(k);
+}
+
 Test(mount_history, restore_is_refused_on_a_read_only_store)
 {
     sy_mount(true, "");

@@ -324,6 +324,10 @@ int api_version_get(struct http_client *c, const char *store_id, const char *ver
             what = "not a memory version (a field is missing or malformed)";
             rc = parse_version(root, out);
         }
+        if (!rc && strcmp(out->id, version_id) != 0) {
+            what = "a version other than the one asked for";
+            rc = -EPROTO;
+        }
         if (!rc && !out->redacted && out->op != API_OP_DELETED)
             rc = version_content(root, call.resp, call.resp_len, out, &what);
         cJSON_Delete(root);

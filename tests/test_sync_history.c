@@ -144,8 +144,8 @@ Test(api_history, one_version_in_full_byte_exact)
 
 /* A canned answer for GET .../memory_versions/{id}: content (JSON-escaped
  * in json_content) claimed to hash to sha with size bytes. */
-static void reply_version(const struct api_memory *m, const char *json_content,
-                          const char *sha, int size)
+static void reply_version_as(const struct api_memory *m, const char *version_id,
+                             const char *json_content, const char *sha, int size)
 {
     char body[1200];
     snprintf(body, sizeof(body),
@@ -156,11 +156,33 @@ static void reply_version(const struct api_memory *m, const char *json_content,
              "\"content_sha256\":\"%s\",\"content_size_bytes\":%d,\"path\":\"/h.md\","
              "\"created_at\":\"2026-01-01T00:00:00Z\",\"created_by\":null,"
              "\"redacted_at\":null,\"redacted_by\":null}}",
-             m->version_id, m->id, store, json_content, sha, size);
+             version_id, m->id, store, json_content, sha, size);
     struct tresp r;
     cr_assert_eq(t_admin(&srv, "POST", "/admin/faults", body, &r), 0);
     cr_assert_eq(r.status, 200, "%s", r.body);
     tresp_free(&r);
+}
+
+static void reply_version(const struct api_memory *m, const char *json_content,
+                          const char *sha, int size)
+{
+    reply_version_as(m, m->version_id, json_content, sha, size);
+}
+
+/* An answer about another version (a misbehaving server or proxy) would
+ * have a restore write content the user did not ask for. */
+Test(api_history, an_answer_with_another_version_s_id_is_refused)
+{
+    struct api_memory m;
+    create("/h.md", "real\n", 5, &m);
+    reply_version_as(&m, "memver_someotherversion", "real\\n", m.sha, 5);
+    struct api_version v;
+    struct api_error e = {0};
+    cr_expect_eq(api_version_get(cli, store, m.version_id, &v, &e), -EPROTO);
+    cr_expect_str_eq(e.type, "malformed_response");
+    cr_expect_null(v.content);
+    api_error_clear(&e);
+    api_memory_clear(&m);
 }
 
 Test(api_history, a_version_whose_content_does_not_match_its_hash_is_refused)

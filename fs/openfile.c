@@ -16,7 +16,11 @@
  * and the buffer stays (what its writer closes later is saved whole).  A clean buffer whose
  * cache content changed (a remote update) is dropped when the sync tells
  * the kernel (ofile_forget_clean), before the kernel drops its pages, and
- * the next read, open or getattr takes the cache's version.
+ * the next read, open or getattr takes the cache's version.  A buffer
+ * whose edit lost to the store while writers still hold it (lost: an
+ * fsync that met the store's version, or a sync that kept their saved
+ * content as a record, ofile_lost) stays theirs: each later save keeps it
+ * as a record, and it is dropped when the last writer goes.
  *
  * Locking: the table lock guards the hash chains and refs; each entry's
  * own lock guards its buffer.  Order: an entry's lock, then the cache's

@@ -465,6 +465,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     int rc = 0;
     bool reader = (fi->flags & O_ACCMODE) == O_RDONLY && !writing;
+    /* A writer counts from before its buffer is read: a restore (which
+     * refuses a file open for writing, fs/restore.c) must not replace the
+     * content between this open's read and its first write. */
+    if (writing)
+        ofile_writer_open(f);
     if (reader && warm_has(f->row)) {
         /* Content known to be in the cache: nothing to ask it now; the
          * kernel keeps its pages, and a read it still sends loads them
@@ -487,6 +492,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
             warm_add(f->row);
     }
     if (rc) {
+        if (writing)
+            ofile_writer_release(f);
         ofile_put(f);
         fuse_reply_err(req, -rc);
         return;
@@ -495,8 +502,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->keep_cache = 1;
     /* A reader has nothing to save at close: no FLUSH round trip. */
     fi->noflush = reader;
-    if (writing)
-        ofile_writer_open(f);
     if (fuse_reply_open(req, fi) != 0) {
         if (writing)
             ofile_writer_release(f);

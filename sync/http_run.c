@@ -261,7 +261,8 @@ static void end_attempt(struct run *r, struct slot *s, CURLcode cc, const struct
         if (err && s->should_retry >= 0)
             retry = s->should_retry == 1;
     }
-    if (!err || !retry || call->attempts > c->max_retries) {
+    bool give_up = !err || !retry || call->attempts > c->max_retries;
+    if (give_up && status != 429) {
         finish_slot(r, s, status, err);
         return;
     }
@@ -272,14 +273,16 @@ static void end_attempt(struct run *r, struct slot *s, CURLcode cc, const struct
     }
     int64_t at = http_now_ms() + wait;
     if (status == 429) {
-        /* The budget is the server's: every request waits, not only this one. */
+        /* The budget is the server's: every request waits, not only this
+         * one, and also after a last attempt (the next call must not meet
+         * the same limit at once). */
         if (http_budget_pause(c, at) && log_enabled(LOG_LVL_INFO)) {
             char w[24];
             snprintf(w, sizeof(w), "%ld", wait);
             log_info("the server limits the rate (429); every request waits", "wait_ms", w);
         }
     }
-    if (ro && ro->deadline_ms && at >= ro->deadline_ms) {
+    if (give_up || (ro && ro->deadline_ms && at >= ro->deadline_ms)) {
         finish_slot(r, s, status, err);
         return;
     }

@@ -204,6 +204,28 @@ Test(http, retry_429_retry_after_ms)
     http_client_free(&c);
 }
 
+/* A 429 on the last attempt pauses the budget too: the next call waits
+ * for the server's retry-after instead of meeting the limit at once. */
+Test(http, a_429_on_the_last_attempt_pauses_the_budget)
+{
+    struct http_client *c = client("test-key", 0, 10);
+    fault("{\"action\":\"status\",\"status\":429,\"retry_after\":30,\"count\":1,"
+          "\"method\":\"GET\"}");
+    char *p = list_path();
+    struct http_call call = {.method = "GET", .path = p};
+    cr_assert_eq(http_run(c, &call, 1), -EAGAIN);
+    cr_assert_eq(call.attempts, 1);
+    int64_t until = 0, now = http_now_ms();
+    int waiting = 0, per_minute = 0;
+    http_client_budget(c, &until, &waiting, &per_minute);
+    cr_expect(until >= now + 25000 && until <= now + 31000,
+              "the budget is not paused for the server's 30 s (until %lld, now %lld)",
+              (long long)until, (long long)now);
+    http_call_clear(&call);
+    free(p);
+    http_client_free(&c);
+}
+
 Test(http, retry_500_then_success)
 {
     struct http_client *c = client("test-key", 4, 10);

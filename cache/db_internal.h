@@ -83,6 +83,10 @@ struct cache {
     bool jin_tx, jstuck, jfailed;
     struct timespec jstuck_since;
     char jkey[300];
+    /* Set by a crash test only: called between the journal's creation and
+     * its lock, where another process opening the cache may take it for a
+     * dead daemon's and remove it. */
+    void (*journal_made)(struct cache *c, const char *path);
     /* The background checkpointer (ckpt.c); NULL: SQLite checkpoints in
      * the commit, as by default. */
     struct db_ckpt *ckpt;

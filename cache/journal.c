@@ -387,25 +387,49 @@ int db_journal_open(struct cache *c)
     return rc;
 }
 
-/* Makes this cache's own journal, at its first record. */
+/* Whether fd is still the file at path.  Another process opening the
+ * cache between this one's creation of its journal and its lock (a second
+ * daemon starting, memstorefs flush) finds an empty journal no one holds,
+ * takes it for a dead daemon's and removes it: records written to it then
+ * would be in a file no replay ever reads. */
+static bool still_named(int fd, const char *path)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && a.st_nlink > 0 && lstat(path, &b) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Makes this cache's own journal, at its first record: a new name again
+ * when another process took the one just made (above). */
 static bool make_journal(struct cache *c)
 {
     if (c->jfd >= 0)
         return true;
     if (c->jfailed)
         return false;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
     char name[96], path[4200], why[512] = "";
-    snprintf(name, sizeof(name), J_PREFIX "%ld-%llx", (long)getpid(),
-             (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec);
-    snprintf(path, sizeof(path), "%s/%s", c->dir, name);
-    int fd = priv_open(path, O_RDWR | O_CREAT | O_EXCL, why, sizeof(why));
-    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        snprintf(why, sizeof(why), "%s", strerror(errno));
-        close(fd);
-        (void)unlink(path);
-        fd = -1;
+    int fd = -1;
+    for (int attempt = 0; attempt < 3 && fd < 0; attempt++) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        snprintf(name, sizeof(name), J_PREFIX "%ld-%llx", (long)getpid(),
+                 (unsigned long long)now.tv_sec * 1000000000ull +
+                     (unsigned long long)now.tv_nsec);
+        snprintf(path, sizeof(path), "%s/%s", c->dir, name);
+        why[0] = '\0';
+        fd = priv_open(path, O_RDWR | O_CREAT | O_EXCL, why, sizeof(why));
+        if (fd < 0)
+            break;
+        if (c->journal_made)
+            c->journal_made(c, path);
+        int locked = flock(fd, LOCK_EX | LOCK_NB);
+        if (locked != 0 || !still_named(fd, path)) {
+            /* The other process removes it (an empty journal). */
+            snprintf(why, sizeof(why), "%s", locked != 0 ? strerror(errno)
+                                             : "another process removed it before its lock");
+            close(fd);
+            fd = -1;
+        }
     }
     if (fd < 0) {
         c->jfailed = true;

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -185,6 +186,51 @@ Test(cache_journal, a_crash_right_after_closes_loses_none_of_them)
     cr_expect_eq(n.state, CNODE_DIRTY, "a recovered file is not dirty");
     cnode_clear(&n);
     cr_expect_eq(n_conflicts(c), 0, "a replayed close became a conflict record");
+    cr_expect_eq(journals(NULL, 0), 0, "the replayed journal was not removed");
+    cache_close(&c);
+}
+
+/* Another process opens the cache (a second daemon starting, memstorefs
+ * flush) right as this one makes its journal, before its lock: it finds
+ * an empty journal no one holds, takes it for a dead daemon's and removes
+ * it (cache/journal.c, replay_dead: lock, nothing to apply, unlink).  The
+ * closes after that must not go into the removed file. */
+static bool raced;
+
+static void removed_by_another(struct cache *k, const char *path)
+{
+    (void)k;
+    if (raced)
+        return;
+    raced = true;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0 || unlink(path) != 0)
+        _exit(10);
+    close(fd);
+}
+
+static void closes_after_a_racing_open(struct cache *k, uint64_t r)
+{
+    struct cnode old;
+    char old_sha[SHA256_HEX_LEN + 1];
+    /* Committed, so the first journaled close below makes the journal. */
+    if (cache_create(k, r, "old.md", false, 1, &old) ||
+        cache_set_content(k, old.ino, "old", 3, 2, old_sha))
+        _exit(4);
+    k->journal_made = removed_by_another;
+    if (cache_save_closed(k, old.ino, "old and edited\n", 15, 7, old_sha, NULL))
+        _exit(5);
+    new_file(k, r, "new.md", "new\n", NULL);
+    cnode_clear(&old);
+}
+
+Test(cache_journal, a_journal_another_process_removed_before_its_lock_is_not_used)
+{
+    crash_after(closes_after_a_racing_open);
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    expect_content(c, root, NULL, "old.md", "old and edited\n");
+    expect_content(c, root, NULL, "new.md", "new\n");
     cr_expect_eq(journals(NULL, 0), 0, "the replayed journal was not removed");
     cache_close(&c);
 }

@@ -408,10 +408,15 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
             rc = 0;
         }
     } else if (!held && f->held) {
-        /* The writer finished: what it saved is pushed from now on. */
+        /* The writer finished: what it saved is pushed from now on.  An
+         * fsync commits it too, as one of a dirty buffer does (a close's
+         * save waits in the lazy transaction, its journal record the only
+         * copy until then). */
         rc = cache_mark_saved(c, f->row);
         if (!rc)
             f->held = false;
+        if (!rc && why == OFILE_SYNC)
+            rc = cache_settle(c);
     }
     pthread_mutex_unlock(&f->lock);
     return rc;

@@ -109,6 +109,12 @@ Test(admin, stats_count_per_route)
     snprintf(url, sizeof url, "%s/v1/memory_stores", srv.url);
     t_http("GET", url, NULL, NULL, &r);
     tresp_free(&r);
+    /* Requests no route takes share one count whatever their method, so
+     * invented methods cannot grow the table. */
+    t_req(&srv, "BREW", NULL, &r, "/v1/teapot");
+    tresp_free(&r);
+    t_req(&srv, "STEEP", NULL, &r, "/v1/teapot");
+    tresp_free(&r);
 
     struct {
         const char *route;
@@ -125,6 +131,8 @@ Test(admin, stats_count_per_route)
         {"GET /v1/memory_stores/{id}", 1},
         {"POST /v1/memory_stores/{id}/archive", 1},
         {"DELETE /v1/memory_stores/{id}", 0},
+        {"other", 2},
+        {"BREW other", 0},
     };
     t_admin(&srv, "GET", "/admin/stats", NULL, &r);
     T_ASSERT_STATUS(&r, 200);

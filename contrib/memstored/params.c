@@ -101,7 +101,7 @@ int ts_canonical(const char *in, char out[MSD_TS_LEN])
     if (*p == 'Z' || *p == 'z') {
         p++;
     } else if (*p == '+' || *p == '-') {
-        int oh = two(p + 1), om = p[3] == ':' ? two(p + 4) : -1;
+        int oh = two(p + 1), om = oh >= 0 && p[3] == ':' ? two(p + 4) : -1; /* in bounds */
         if (oh < 0 || oh > 23 || om < 0 || om > 59)
             return -EINVAL;
         offset = (oh * 60L + om) * 60L * (*p == '+' ? 1 : -1);

@@ -330,10 +330,11 @@ void db_journal_ended(struct cache *c, bool committed);
 int db_journal_retry(struct cache *c);
 void db_journal_close(struct cache *c);
 /* What a replayed record needs: a new file made by an open (write.c,
- * CACHE_NEW), and a content saved as a close saves it (content.c; *kept:
- * edited from a version since replaced, kept as a conflict record). */
+ * CACHE_NEW; ino: a free ino it takes, 0 for the next of the sequence),
+ * and a content saved as a close saves it (content.c; *kept: edited from
+ * a version since replaced, kept as a conflict record). */
 int db_create_node(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
-                   struct cnode *out);
+                   uint64_t ino, struct cnode *out);
 int db_content_put(struct cache *c, uint64_t ino, const char *buf, size_t len, int64_t mtime_ns,
                    const char *sha, const char *expect, bool held, bool *kept);
 

@@ -38,7 +38,8 @@
  * records from offset 0 while they are whole and of one epoch meta lacks
  * (a record of a committed epoch, a zero word or a torn record ends it)
  * are applied in order, each to its node
- * (by ino, else by path, else a new file at that path) with the close's
+ * (by ino, else by path, else a new file at that path, under the record's
+ * ino when no node has it: a told create a failed commit undid) with the close's
  * own check (content edited from a version the store has replaced since
  * becomes a conflict record); then it is emptied and removed.  A torn
  * record (the daemon died writing it: its close had not returned) fails
@@ -151,7 +152,8 @@ static int target(struct cache *c, const struct jhdr *h, const char *store, cons
 {
     struct cnode n = {0};
     char id[CACHE_ID_MAX] = "";
-    if (db_get_node(c, h->ino, &n) == 0) {
+    int got = db_get_node(c, h->ino, &n);
+    if (got == 0) {
         bool mine = !n.is_dir && strcmp(n.path, path) == 0 &&
                     db_writable_store(c, h->ino, id, NULL) == 0 && strcmp(id, store) == 0;
         /* Its own node, removed: the removal committed at once, so it came
@@ -183,7 +185,10 @@ static int target(struct cache *c, const struct jhdr *h, const char *store, cons
                           &is_dir);
     if (!dir)
         return -ENOENT;
-    int rc = db_create_node(c, dir, slash + 1, h->mtime, &n);
+    /* A file an open created whose row a failed commit undid: the kernel
+     * still has it under the ino it was told (never given to another
+     * node), so it comes back under that ino. */
+    int rc = db_create_node(c, dir, slash + 1, h->mtime, got == -ENOENT ? h->ino : 0, &n);
     if (!rc)
         *ino = n.ino;
     cnode_clear(&n);

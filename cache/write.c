@@ -278,6 +278,7 @@ struct create_args {
     int64_t now;
     struct cnode *out;
     const struct cache_then *then; /* an open's file: told before the row */
+    uint64_t want_ino;             /* nonzero: this free ino (a replayed close's) */
 };
 
 /* The ino the next node gets: AUTOINCREMENT's sequence plus one.  Inside
@@ -377,14 +378,14 @@ static int create_tx(struct cache *c, void *arg)
         sqlite3_bind_int64(st, 7, a->now);
         sqlite3_bind_text(st, 8, sha, -1, SQLITE_TRANSIENT);
         sqlite3_bind_int(st, 9, a->unsaved);
-        if (told)
-            sqlite3_bind_int64(st, 10, (sqlite3_int64)ino);
+        if (told || a->want_ino)
+            sqlite3_bind_int64(st, 10, (sqlite3_int64)(told ? ino : a->want_ino));
         else
             sqlite3_bind_null(st, 10); /* the next of the sequence */
         rc = step_done(c, st, "create node");
     }
     if (!rc && !told)
-        ino = (uint64_t)sqlite3_last_insert_rowid(c->db);
+        ino = a->want_ino ? a->want_ino : (uint64_t)sqlite3_last_insert_rowid(c->db);
     if (!rc)
         rc = touch_dir(c, a->parent, a->now);
     if (!rc && a->out && !told)
@@ -400,7 +401,7 @@ int cache_create(struct cache *c, uint64_t parent, const char *name, bool is_dir
 {
     if (out)
         memset(out, 0, sizeof(*out));
-    struct create_args a = {parent, name, is_dir, false, now_ns, out, NULL};
+    struct create_args a = {parent, name, is_dir, false, now_ns, out, NULL, 0};
     int rc = db_in_tx(c, create_tx, &a);
     if (rc && out)
         cnode_clear(out); /* read back before a failed commit */
@@ -418,7 +419,7 @@ int cache_create_open_then(struct cache *c, uint64_t parent, const char *name, i
 {
     if (out)
         memset(out, 0, sizeof(*out));
-    struct create_args a = {parent, name, false, true, now_ns, out, then};
+    struct create_args a = {parent, name, false, true, now_ns, out, then, 0};
     /* Lazy: an open's file is unsaved, never pushed before its FLUSH, whose
      * commit carries this one; a crash before it loses an empty file no
      * close has returned for. */
@@ -429,10 +430,10 @@ int cache_create_open_then(struct cache *c, uint64_t parent, const char *name, i
 }
 
 int db_create_node(struct cache *c, uint64_t parent, const char *name, int64_t now_ns,
-                   struct cnode *out)
+                   uint64_t ino, struct cnode *out)
 {
     memset(out, 0, sizeof(*out));
-    struct create_args a = {parent, name, false, true, now_ns, out, NULL};
+    struct create_args a = {parent, name, false, true, now_ns, out, NULL, ino};
     return create_tx(c, &a);
 }
 

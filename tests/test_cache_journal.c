@@ -781,6 +781,37 @@ Test(cache_journal, an_ino_told_for_a_row_a_failed_commit_undid_is_not_reused)
     cache_close(&c);
 }
 
+/* The same, when the file was also closed: its close comes back from the
+ * journal as the file the kernel holds, under the ino it was told, not as
+ * a new node the kernel's entry for the name does not point to (a stat
+ * of it failed, and its writer's next close with ENOENT). */
+Test(cache_journal, a_told_file_a_failed_commit_undid_comes_back_under_its_ino)
+{
+    uint64_t root;
+    struct cache *c = open_store(&root, false);
+    struct cnode f, g;
+    told = 0;
+    struct cache_then then = {count_told, NULL};
+    cr_assert_eq(cache_create_open_then(c, root, "told.md", 1, &f, &then), 0);
+    cr_assert_eq(told, 1);
+    cr_assert_eq(cache_save_closed(c, f.ino, "closed\n", 7, 2, f.sha, NULL), 0);
+    sqlite3_commit_hook(c->db, commit_hook, NULL);
+    fail_commits = 1;
+    cr_expect_neq(cache_create(c, root, "other.md", false, 1, &g), 0,
+                  "the commit carrying the lazy create did not fail");
+    cr_assert_eq(fail_commits, 0, "no commit came");
+    cr_assert_eq(cache_create(c, root, "next", true, 3, &g), 0, "the next change failed");
+    cnode_clear(&g);
+    struct cnode x;
+    cr_assert_eq(cache_lookup(c, root, "told.md", &x), 0, "the close did not come back");
+    cr_expect_eq(x.ino, f.ino, "it came back as another inode (%llu, told %llu)",
+                 (unsigned long long)x.ino, (unsigned long long)f.ino);
+    cnode_clear(&x);
+    expect_content(c, root, NULL, "told.md", "closed\n");
+    cnode_clear(&f);
+    cache_close(&c);
+}
+
 /* SQLite may roll the whole transaction back on its own (SQLITE_FULL,
  * IOERR, NOMEM), here made by a trigger's RAISE(ROLLBACK), in a statement
  * that runs inside the lazy transaction but outside any part: the sync's

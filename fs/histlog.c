@@ -100,9 +100,10 @@ static void print_version(FILE *f, const struct api_version *v, bool json, bool 
             current ? "  (the file's version)" : "");
 }
 
-/* The newest memory the feed shows deleted at path; -ENOENT when none. */
+/* The newest memory the feed shows deleted at path; -ENOENT when none
+ * (*cut: the list stopped at its bound, older deletions unread). */
 static int deleted_at(struct daemon *d, struct fs_store *s, const char *path,
-                      char mem[CACHE_ID_MAX], char *why, size_t whylen)
+                      char mem[CACHE_ID_MAX], bool *cut, char *why, size_t whylen)
 {
     struct api_vfilter f = {.operation = "deleted"};
     struct api_versions v;
@@ -114,6 +115,7 @@ static int deleted_at(struct daemon *d, struct fs_store *s, const char *path,
         return -EIO;
     }
     rc = -ENOENT;
+    *cut = !v.complete;
     for (size_t i = 0; i < v.n && rc; i++) {
         if (v.items[i].path && strcmp(v.items[i].path, path) == 0) {
             snprintf(mem, CACHE_ID_MAX, "%s", v.items[i].memory_id);
@@ -160,8 +162,13 @@ int hist_log(struct daemon *d, struct fs_store *s, const char *rel, bool json, F
         if (cache_deletion_at(d->cache, s->id, rel, mem) == 0) {
             snprintf(note, sizeof(note), " (removed here; the deletion is not pushed yet)");
         } else {
-            rc = deleted_at(d, s, rel, mem, why, whylen);
-            if (rc == -ENOENT)
+            bool cut = false;
+            rc = deleted_at(d, s, rel, mem, &cut, why, whylen);
+            if (rc == -ENOENT && cut)
+                snprintf(why, whylen, "no file at %s%s, and the store's history shows no "
+                         "memory deleted at that path among its %d newest deletions (older "
+                         "ones were not read)", s->mount_path, rel, MAX_PAGES * 100);
+            else if (rc == -ENOENT)
                 snprintf(why, whylen, "no file at %s%s, and the store's history shows no "
                          "memory deleted at that path", s->mount_path, rel);
             if (rc)

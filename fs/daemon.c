@@ -76,11 +76,11 @@ size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report)
 {
     if (n && n >= live_stores())
         sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
-    size_t left = daemon_final_sync(&D, v, n, report);
+    daemon_final_sync(&D, v, n);
     for (size_t i = 0; i < n; i++)
         if (!v[i]->gone)
             daemon_teardown_store(v[i]);
-    return left;
+    return daemon_final_report(&D, v, n, report);
 }
 
 static void teardown_all(bool flush)
@@ -93,7 +93,7 @@ static void teardown_all(bool flush)
     if (flush) {
         sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
         syncer_stop(D.sync);
-        daemon_final_sync(&D, v, n, NULL);
+        daemon_final_sync(&D, v, n);
         /* From now on no request may hold up the exit: an open that is
          * downloading content ends at once (its loop thread is joined
          * below). */
@@ -101,6 +101,8 @@ static void teardown_all(bool flush)
     }
     for (size_t i = 0; i < n; i++)
         daemon_teardown_store(v[i]);
+    if (flush)
+        daemon_final_report(&D, v, n, NULL);
 }
 
 static void free_all(void)

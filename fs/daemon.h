@@ -55,10 +55,13 @@ void fsmount_log_init(void);
 void daemon_teardown_store(struct fs_store *s);
 /* finalsync.c: the final sync of v[0..n) at unmount, bounded by the flush
  * timeout: past it, requests in flight are cancelled and what they carried
- * stays dirty in the cache for the next mount.  Writes one line per store
- * with something left unpushed to report (may be NULL) and to the log,
- * then (to report) the files concerned.  Returns how many stores left some. */
-size_t daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, FILE *report);
+ * stays dirty in the cache for the next mount. */
+void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n);
+/* After their teardown (nothing can be written to them any more): one line
+ * per store of v[0..n) with something left unpushed to report (may be
+ * NULL) and to the log, then (to report) the files concerned.  Returns
+ * how many stores left some (a store whose state cannot be read counts). */
+size_t daemon_final_report(struct daemon *d, struct fs_store **v, size_t n, FILE *report);
 /* The final sync of v[0..n) (bounded by the flush timeout), then their
  * teardown; a line per store with unpushed changes, and the files
  * concerned, go to report.  Returns the number of such stores. */

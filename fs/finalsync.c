@@ -5,8 +5,10 @@
  * are not this unmount's to wait for or touch); the sync of every store
  * on a thread of its own, bounded by the flush timeout, past which the
  * requests in flight are cancelled and what they carried stays dirty in
- * the cache for the next mount; then one line per store with something
- * left unpushed, to the log and to the caller's report.
+ * the cache for the next mount; then, once the stores are torn down (no
+ * write can land after it: an edit closed in one store while another's
+ * teardown waited was reported as pushed), one line per store with
+ * something left unpushed, to the log and to the caller's report.
  * Main thread only (the sync runs on its helper thread, joined here). */
 #include <pthread.h>
 #include <stdio.h>
@@ -55,11 +57,10 @@ static bool of_these(void *arg, uint64_t row)
 }
 
 /* The contract: daemon.h. */
-size_t daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, FILE *report)
+void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n)
 {
-    size_t stores_left = 0;
     if (!d->sync || !n)
-        return 0;
+        return;
     /* Only content a writer closed or fsynced is pushed.  Files still open
      * with unsaved edits get a short grace to be closed (a tenth of the
      * flush timeout); past it, their edits are kept as records (memstorefs
@@ -97,10 +98,30 @@ size_t daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, FILE *
             http_client_cancel(d->http, false);
         }
     }
+}
+
+/* The contract: daemon.h. */
+size_t daemon_final_report(struct daemon *d, struct fs_store **v, size_t n, FILE *report)
+{
+    size_t stores_left = 0;
+    if (!d->sync)
+        return 0;
     for (size_t i = 0; i < n; i++) {
         struct cache_store_stats st;
-        if (cache_store_stats(d->cache, v[i]->id, &st) != 0)
+        int rc = cache_store_stats(d->cache, v[i]->id, &st);
+        if (rc) {
+            /* Not known to be all pushed: said, and counted as left. */
+            char msg[600];
+            snprintf(msg, sizeof(msg), "memory store %s: cannot read what is left unpushed "
+                     "(%s); the cache (%s) keeps it for the next mount", v[i]->id,
+                     strerror(-rc), d->cache_dir);
+            log_warn("memory flush left changes unpushed", "memory_store_id", v[i]->id, "path",
+                     v[i]->mount_path, "unpushed", msg);
+            stores_left++;
+            if (report)
+                fprintf(report, "%s\n", msg);
             continue;
+        }
         unsigned long long left = st.dirty + st.tombstones - st.kept_deletions,
                            refused = st.refused, unsaved = st.unsaved;
         if (!left && !refused && !unsaved)

@@ -399,6 +399,12 @@ out:
     engine_set_result(s, st, rc ? why : "ok", &cy.rep);
     if (own)
         *own = cy.rep;
+    /* The final sync is the store's last: a sync that waited for the lock
+     * meanwhile (the periodic one, `sync --wait`, a restore's) must not
+     * run another, with no deadline, while the unmount waits for it in
+     * syncer_disable. */
+    if (final)
+        st->disabled = true;
     pthread_mutex_unlock(&st->cycle_lock);
     plan_free(&cy.plan);
     files_free(&cy.files);

@@ -340,3 +340,61 @@ Test(mount_sync_unmount, a_truncate_by_path_publishes_no_writer_s_open_edit)
     cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
     free(last);
 }
+
+/* `unmount --all` of two stores: while the first one's teardown waits for
+ * a file held open in it, the second is still mounted, and an edit closed
+ * there then is not pushed: the unmount must say so (exit 3), not report
+ * everything pushed. */
+Test(mount_sync_unmount, an_edit_closed_during_the_teardown_of_another_store_is_reported)
+{
+    char *store_b = t_create_store(&E.msd, "Unmount B");
+    cr_assert_not_null(store_b);
+    char mnt_b[400], opts[700], path[600], late[600], outf[600];
+    snprintf(mnt_b, sizeof(mnt_b), "%s/b", E.mnt);
+    snprintf(opts, sizeof(opts), "--sync-interval 3600 --store %s:%s", store_b, mnt_b);
+    sy_mount(false, opts);
+    sy_after_sync();
+    /* A reader holds a file of the first store: its teardown waits 2 s. */
+    snprintf(path, sizeof(path), "%s/edit.md", mnt);
+    writer_pid = fork();
+    cr_assert_geq(writer_pid, 0);
+    if (writer_pid == 0) {
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    usleep(300 * 1000);
+    snprintf(outf, sizeof(outf), "%s/unmount.out", E.root);
+    pid_t u = fork();
+    cr_assert_geq(u, 0);
+    if (u == 0) {
+        char *out = NULL;
+        int rc = mnt_sh(&E, &out, "$MFS unmount --all");
+        FILE *f = fopen(outf, "w");
+        if (f) {
+            fputs(out ? out : "", f);
+            fclose(f);
+        }
+        _exit(rc);
+    }
+    usleep(1000 * 1000); /* the final sync is over, the first teardown waits */
+    snprintf(late, sizeof(late), "%s/late.md", mnt_b);
+    int wrote = mnt_write(late, "late\n");
+    int status = 0;
+    cr_assert_eq(waitpid(u, &status, 0), u);
+    cr_assert(WIFEXITED(status));
+    size_t len = 0;
+    char *out = mnt_read(outf, &len);
+    cr_assert_eq(wrote, 0, "the second store was gone already: the order of the teardown "
+                 "changed, this test needs it (%s)", out ? out : "");
+    char *c = sy_content("/late.md");
+    cr_assert_null(c, "the late edit was pushed after all");
+    cr_expect_eq(WEXITSTATUS(status), 3, "the unmount exited %d with an edit unpushed: %s",
+                 WEXITSTATUS(status), out ? out : "");
+    cr_expect(out && strstr(out, "late.md"), "the unpushed edit is not named: %s",
+              out ? out : "");
+    free(out);
+    free(store_b);
+}

@@ -191,9 +191,11 @@ static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *in
     char cmd[4200];
     snprintf(cmd, sizeof(cmd), u->path ? "unmount %s" : "unmount-all", info->mount_path);
     /* The daemon bounds its final sync by its --flush-timeout (at most an
-     * hour); its answer lines (what it unmounted, what it could not push)
-     * go to stderr. */
-    int rc = control_ask(info->pid, cmd, stderr, 3700);
+     * hour), after a grace of a tenth of it for files still open with
+     * unsaved edits, then tears the stores down (2 s each at most when a
+     * file is held): 4,100 s covers the longest.  Its answer lines (what
+     * it unmounted, what it could not push) go to stderr. */
+    int rc = control_ask(info->pid, cmd, stderr, 4100);
     if (rc == 1) {
         u->unpushed++;
     } else if (rc) {

@@ -97,8 +97,27 @@ static void run_command(struct daemon *d, const char *line, FILE *out)
         if (!s->gone && (all || strcmp(s->mount_path, line + 8) == 0))
             v[nv++] = s;
     }
-    if (!nv && !all) {
-        fprintf(out, "error no memory store of this daemon is mounted at %s\n", line + 8);
+    if (!nv) {
+        /* Unmounted by another unmount (or a signal) while this one
+         * waited for the daemon: its answer, as that one got it. */
+        bool left = false, any = false;
+        for (size_t i = 0; i < d->n; i++) {
+            struct fs_store *s = &d->stores[i];
+            if (!s->gone || !s->final_report || (!all && strcmp(s->mount_path, line + 8)))
+                continue;
+            fprintf(out, "unmounted %s\n", s->mount_path);
+            any = true;
+            left |= s->final_left;
+        }
+        for (size_t i = 0; i < d->n && any; i++) {
+            struct fs_store *s = &d->stores[i];
+            if (s->gone && s->final_report && (all || !strcmp(s->mount_path, line + 8)))
+                fputs(s->final_report, out);
+        }
+        if (any || all)
+            fputs(left ? "ok unpushed\n" : "ok\n", out);
+        else
+            fprintf(out, "error no memory store of this daemon is mounted at %s\n", line + 8);
         return;
     }
     char *text = NULL;
@@ -278,6 +297,36 @@ void control_handle(struct daemon *d, const struct pollfd *p, int n)
      * store, and then nobody is left to answer them. */
     if (n > 0 && (p[0].revents & POLLIN))
         accept_one(d);
+}
+
+void control_serve_late(struct daemon *d, int ms)
+{
+    /* A client whose connection waited while the last store went (a
+     * second unmount, an unmount during SIGTERM's final sync) is in the
+     * listening socket's backlog, or sent its line already: answered
+     * here, with what the stores' unmount reported, instead of being
+     * reset when the daemon exits. */
+    int64_t until = now_ms() + ms;
+    while (now_ms() < until) {
+        struct pollfd p[1 + CTL_CLIENTS];
+        int timeout = -1;
+        int n = control_pollfds(d, p, &timeout);
+        if (!n)
+            return;
+        int left = (int)(until - now_ms());
+        if (timeout < 0 || timeout > left)
+            timeout = left;
+        if (timeout > 100)
+            timeout = 100;
+        int r = poll(p, (nfds_t)n, timeout < 0 ? 0 : timeout);
+        bool busy = false;
+        for (int i = 0; i < CTL_CLIENTS; i++)
+            busy |= d->ctl[i].fd >= 0;
+        if (r <= 0 && !busy)
+            return; /* nobody waiting */
+        if (r > 0)
+            control_handle(d, p, n);
+    }
 }
 
 void control_finish(struct daemon *d)

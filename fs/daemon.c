@@ -126,6 +126,7 @@ static void free_all(void)
         struct fs_store *s = &D.stores[i];
         free(s->marker);
         free(s->own_name);
+        free(s->final_report);
     }
     free(D.stores);
     D.stores = NULL;
@@ -481,6 +482,7 @@ int daemon_mount(struct mount_opts *o)
         ready_fd = -1;
     }
     main_loop(sig_fd);
+    control_serve_late(&D, 2000);
     status = 0;
 out:
     syncer_stop(D.sync);

@@ -112,5 +112,9 @@ void control_init(struct daemon *d);
 int control_pollfds(struct daemon *d, struct pollfd *p, int *timeout_ms);
 void control_handle(struct daemon *d, const struct pollfd *p, int n);
 void control_finish(struct daemon *d);
+/* At exit, once no store is left: clients that connected meanwhile get
+ * their answer (an unmount: what the stores' unmount reported), for at
+ * most ms milliseconds. */
+void control_serve_late(struct daemon *d, int ms);
 
 #endif

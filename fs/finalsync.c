@@ -12,6 +12,7 @@
  * Main thread only (the sync runs on its helper thread, joined here). */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,6 +101,56 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n)
     }
 }
 
+/* One store's lines of the final report; whether it left something. */
+static bool report_store(struct daemon *d, const struct fs_store *s, FILE *report)
+{
+    struct cache_store_stats st;
+    int rc = cache_store_stats(d->cache, s->id, &st);
+    if (rc) {
+        /* Not known to be all pushed: said, and counted as left. */
+        char msg[600];
+        snprintf(msg, sizeof(msg), "memory store %s: cannot read what is left unpushed (%s); "
+                 "the cache (%s) keeps it for the next mount", s->id, strerror(-rc),
+                 d->cache_dir);
+        log_warn("memory flush left changes unpushed", "memory_store_id", s->id, "path",
+                 s->mount_path, "unpushed", msg);
+        if (report)
+            fprintf(report, "%s\n", msg);
+        return true;
+    }
+    unsigned long long left = st.dirty + st.tombstones - st.kept_deletions,
+                       refused = st.refused, unsaved = st.unsaved;
+    if (!left && !refused && !unsaved)
+        return false;
+    /* What happens to each kind, exactly: changes are pushed by the next
+     * mount or `flush`; a refused file only once its content changes; a
+     * file never closed only once a writer closes it. */
+    char msg[1400], parts[1000] = "";
+    size_t k = 0;
+    if (left)
+        k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%llu local change%s not pushed "
+                              "(the next mount of this store with the same --cache-dir, or "
+                              "memstorefs flush, pushes %s)", left, left == 1 ? "" : "s",
+                              left == 1 ? "it" : "them");
+    if (refused)
+        k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%s%llu file%s refused by the "
+                              "server (retried only once %s content changes)", k ? "; " : "",
+                              refused, refused == 1 ? "" : "s", refused == 1 ? "its" : "their");
+    if (unsaved)
+        snprintf(parts + k, sizeof(parts) - k, "%s%llu new file%s never closed by a writer "
+                 "(pushed only once a writer closes or fsyncs %s)", k ? "; " : "", unsaved,
+                 unsaved == 1 ? "" : "s", unsaved == 1 ? "it" : "them");
+    snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s)", s->id, parts,
+             d->cache_dir);
+    log_warn("memory flush left changes unpushed", "memory_store_id", s->id, "path",
+             s->mount_path, "unpushed", msg);
+    if (report) {
+        fprintf(report, "%s\n", msg);
+        daemon_list_unpushed(d->cache, s->id, s->mount_path, report);
+    }
+    return true;
+}
+
 /* The contract: daemon.h. */
 size_t daemon_final_report(struct daemon *d, struct fs_store **v, size_t n, FILE *report)
 {
@@ -107,53 +158,21 @@ size_t daemon_final_report(struct daemon *d, struct fs_store **v, size_t n, FILE
     if (!d->sync)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        struct cache_store_stats st;
-        int rc = cache_store_stats(d->cache, v[i]->id, &st);
-        if (rc) {
-            /* Not known to be all pushed: said, and counted as left. */
-            char msg[600];
-            snprintf(msg, sizeof(msg), "memory store %s: cannot read what is left unpushed "
-                     "(%s); the cache (%s) keeps it for the next mount", v[i]->id,
-                     strerror(-rc), d->cache_dir);
-            log_warn("memory flush left changes unpushed", "memory_store_id", v[i]->id, "path",
-                     v[i]->mount_path, "unpushed", msg);
-            stores_left++;
-            if (report)
-                fprintf(report, "%s\n", msg);
-            continue;
+        /* Each store's own text, kept for an unmount that asked at the
+         * same time (ctlserve.c answers it once this one is done). */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mine = open_memstream(&text, &len);
+        bool left = report_store(d, v[i], mine ? mine : report);
+        if (mine) {
+            fclose(mine);
+            if (report && text)
+                fputs(text, report);
         }
-        unsigned long long left = st.dirty + st.tombstones - st.kept_deletions,
-                           refused = st.refused, unsaved = st.unsaved;
-        if (!left && !refused && !unsaved)
-            continue;
-        /* What happens to each kind, exactly: changes are pushed by the
-         * next mount or `flush`; a refused file only once its content
-         * changes; a file never closed only once a writer closes it. */
-        char msg[1400], parts[1000] = "";
-        size_t k = 0;
-        if (left)
-            k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%llu local change%s not "
-                                  "pushed (the next mount of this store with the same "
-                                  "--cache-dir, or memstorefs flush, pushes %s)", left,
-                                  left == 1 ? "" : "s", left == 1 ? "it" : "them");
-        if (refused)
-            k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%s%llu file%s refused by the "
-                                  "server (retried only once %s content changes)",
-                                  k ? "; " : "", refused, refused == 1 ? "" : "s",
-                                  refused == 1 ? "its" : "their");
-        if (unsaved)
-            snprintf(parts + k, sizeof(parts) - k, "%s%llu new file%s never closed by a writer "
-                     "(pushed only once a writer closes or fsyncs %s)", k ? "; " : "", unsaved,
-                     unsaved == 1 ? "" : "s", unsaved == 1 ? "it" : "them");
-        snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s)", v[i]->id,
-                 parts, d->cache_dir);
-        log_warn("memory flush left changes unpushed", "memory_store_id", v[i]->id, "path",
-                 v[i]->mount_path, "unpushed", msg);
-        stores_left++;
-        if (report) {
-            fprintf(report, "%s\n", msg);
-            daemon_list_unpushed(d->cache, v[i]->id, v[i]->mount_path, report);
-        }
+        stores_left += left;
+        free(v[i]->final_report);
+        v[i]->final_report = text ? text : strdup("");
+        v[i]->final_left = left;
     }
     return stores_left;
 }

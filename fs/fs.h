@@ -52,6 +52,10 @@ struct fs_store {
     int wake_fd;            /* the daemon's eventfd, written as the loop thread ends */
     bool mounted;
     bool gone;              /* torn down */
+    char *final_report;     /* what its unmount reported left unpushed
+                             * (malloc'd, "" for nothing), for a second
+                             * unmount that asked meanwhile */
+    bool final_left;        /* that report names something left */
     bool no_opendir;        /* set at FUSE init: the kernel may skip OPENDIR */
     struct fuseio fio;      /* the session's device I/O (fuseio.c) */
 };

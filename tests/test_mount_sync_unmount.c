@@ -398,3 +398,57 @@ Test(mount_sync_unmount, an_edit_closed_during_the_teardown_of_another_store_is_
     free(out);
     free(store_b);
 }
+
+/* Runs `memstorefs unmount --all` in a child; its output goes to file. */
+static pid_t unmount_in_background(const char *file)
+{
+    pid_t u = fork();
+    cr_assert_geq(u, 0);
+    if (u == 0) {
+        char *out = NULL;
+        int rc = mnt_sh(&E, &out, "$MFS unmount --all");
+        FILE *f = fopen(file, "w");
+        if (f) {
+            fputs(out ? out : "", f);
+            fclose(f);
+        }
+        _exit(rc);
+    }
+    return u;
+}
+
+/* A second `unmount` while the first one's final sync runs waits for the
+ * daemon, and gets the same answer: the store unmounted, what was left
+ * (not "closed the connection without an answer", exit 1, for a store
+ * that was unmounted with everything pushed). */
+Test(mount_sync_unmount, a_second_unmount_at_the_same_time_gets_the_answer)
+{
+    sy_mount(false, "--sync-interval 3600");
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "echo after > edit.md"), 0);
+    sy_fault("{\"action\":\"latency\",\"latency_ms\":1500}");
+    char first[600], second[600];
+    snprintf(first, sizeof(first), "%s/unmount1.out", E.root);
+    snprintf(second, sizeof(second), "%s/unmount2.out", E.root);
+    pid_t a = unmount_in_background(first);
+    usleep(500 * 1000); /* the first one's final sync waits for the server */
+    pid_t b = unmount_in_background(second);
+    int sa = 0, sb = 0;
+    cr_assert_eq(waitpid(a, &sa, 0), a);
+    cr_assert_eq(waitpid(b, &sb, 0), b);
+    size_t len = 0;
+    char *oa = mnt_read(first, &len), *ob = mnt_read(second, &len);
+    cr_expect(WIFEXITED(sa) && WEXITSTATUS(sa) == 0, "the first unmount: %d: %s",
+              WEXITSTATUS(sa), oa ? oa : "");
+    cr_expect(WIFEXITED(sb) && WEXITSTATUS(sb) == 0, "the second unmount exited %d: %s",
+              WEXITSTATUS(sb), ob ? ob : "");
+    char want[600];
+    snprintf(want, sizeof(want), "unmounted %s", mnt);
+    cr_expect(ob && strstr(ob, want), "the second unmount does not say it: %s", ob ? ob : "");
+    free(oa);
+    free(ob);
+    sy_clear_faults();
+    char *c = sy_content("/edit.md");
+    cr_expect_str_eq(c ? c : "(none)", "after\n");
+    free(c);
+}

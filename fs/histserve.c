@@ -156,6 +156,9 @@ static void edit_why(struct job *j, int rc, const char *path, char *why, size_t 
     else if (rc == -EBUSY)
         snprintf(why, whylen, "%s%s is open for writing; close it, then restore (nothing was "
                  "changed)", m, path);
+    else if (rc == -ESHUTDOWN)
+        snprintf(why, whylen, "%s%s: memory store %s is being unmounted; nothing was changed",
+                 m, path, j->s->id);
     else if (rc == -ENOTDIR)
         snprintf(why, whylen, "%s%s: a file stands where a directory of that path must be",
                  m, path);

@@ -21,7 +21,10 @@
  *    restore (or the restore to it).  The check, the record and the write
  *    are made under the file's open-file entry lock, which every open,
  *    write and close of the file takes: none can slip in between;
- *  - read-only stores: -EROFS before anything (the cache refuses too).
+ *  - read-only stores: -EROFS before anything (the cache refuses too);
+ *  - the store's syncs are held off meanwhile (syncer_hold): a restore
+ *    during an unmount is in the cache before the final sync, which pushes
+ *    it, or refused after it (-ESHUTDOWN), never left behind unreported.
  * Called from a history thread (histserve.c), never from a FUSE request,
  * with no lock held, so the kernel notifications cannot deadlock. */
 #include <errno.h>
@@ -111,6 +114,9 @@ static int replace_locked(struct daemon *d, struct fs_store *s, const struct ofi
     return rc;
 }
 
+static int write_held(struct daemon *d, struct fs_store *s, const char *path, const char *buf,
+                      size_t len, struct restore_done *done);
+
 int restore_write(struct daemon *d, struct fs_store *s, const char *path, const char *buf,
                   size_t len, struct restore_done *done)
 {
@@ -119,6 +125,18 @@ int restore_write(struct daemon *d, struct fs_store *s, const char *path, const 
         return -EROFS;
     if (len > MEM_CONTENT_MAX_BYTES)
         return -EFBIG;
+    /* Made with the store's syncs held off: before its final sync starts
+     * (which pushes it), or refused once that sync ran (an unmount). */
+    if (!syncer_hold(d->sync, s->sync_idx))
+        return -ESHUTDOWN;
+    int rc = write_held(d, s, path, buf, len, done);
+    syncer_release(d->sync, s->sync_idx);
+    return rc;
+}
+
+static int write_held(struct daemon *d, struct fs_store *s, const char *path, const char *buf,
+                      size_t len, struct restore_done *done)
+{
     struct sync_notify nt;
     fs_notify_init(s, &nt);
     char sha[SHA256_HEX_LEN + 1];

@@ -312,6 +312,23 @@ void syncer_disable(struct syncer *s, int idx)
     pthread_mutex_unlock(&s->v[idx].cycle_lock);
 }
 
+bool syncer_hold(struct syncer *s, int idx)
+{
+    if (!s || idx < 0 || (size_t)idx >= s->n)
+        return true; /* no syncer (tests): nothing to keep out */
+    pthread_mutex_lock(&s->v[idx].cycle_lock);
+    if (!s->v[idx].disabled)
+        return true;
+    pthread_mutex_unlock(&s->v[idx].cycle_lock);
+    return false;
+}
+
+void syncer_release(struct syncer *s, int idx)
+{
+    if (s && idx >= 0 && (size_t)idx < s->n)
+        pthread_mutex_unlock(&s->v[idx].cycle_lock);
+}
+
 void syncer_kick(struct syncer *s)
 {
     pthread_mutex_lock(&s->lock);

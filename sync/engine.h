@@ -61,6 +61,14 @@ void syncer_free(struct syncer **s);
  * negative errno.  n is copied. */
 int syncer_add(struct syncer *s, const char *store_id, bool read_only, const struct sync_notify *n);
 
+/* Holds off the syncs of store idx (its cycle lock, no HTTP under it)
+ * for a local edit made outside the mount (a restore): made while held,
+ * it is in the cache before the final sync starts, which then pushes it.
+ * False (nothing held) once the store had its final sync: the edit would
+ * stay unpushed.  Every true is matched by one syncer_release. */
+bool syncer_hold(struct syncer *s, int idx);
+void syncer_release(struct syncer *s, int idx);
+
 /* The store is unmounted: waits for a sync of it in progress, then never
  * syncs it again (its host lock is about to be released, and another
  * daemon or `memstorefs flush` may take it). */

@@ -428,10 +428,13 @@ static bool make_journal(struct cache *c)
         if (c->journal_made)
             c->journal_made(c, path);
         int locked = flock(fd, LOCK_EX | LOCK_NB);
-        if (locked != 0 || !still_named(fd, path)) {
-            /* The other process removes it (an empty journal). */
-            snprintf(why, sizeof(why), "%s", locked != 0 ? strerror(errno)
-                                             : "another process removed it before its lock");
+        if (locked != 0) {
+            snprintf(why, sizeof(why), "%s", strerror(errno));
+            close(fd);
+            (void)unlink(path); /* empty, and this name is ours alone */
+            fd = -1;
+        } else if (!still_named(fd, path)) {
+            snprintf(why, sizeof(why), "another process removed it before its lock");
             close(fd);
             fd = -1;
         }

@@ -341,6 +341,9 @@ Test(mount_sync_unmount, a_truncate_by_path_publishes_no_writer_s_open_edit)
     free(last);
 }
 
+#define FEED_ROUTE "GET /v1/memory_stores/{id}/memory_versions"
+#define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
+
 /* `unmount --all` of two stores: while the first one's teardown waits for
  * a file held open in it, the second is still mounted, and an edit closed
  * there then is not pushed: the unmount must say so (exit 3), not report
@@ -356,16 +359,24 @@ Test(mount_sync_unmount, an_edit_closed_during_the_teardown_of_another_store_is_
     sy_after_sync();
     /* A reader holds a file of the first store: its teardown waits 2 s. */
     snprintf(path, sizeof(path), "%s/edit.md", mnt);
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
     writer_pid = fork();
     cr_assert_geq(writer_pid, 0);
     if (writer_pid == 0) {
+        close(ready[0]);
         int fd = open(path, O_RDONLY);
         if (fd < 0)
             _exit(1);
+        (void)!write(ready[1], "y", 1);
         for (;;)
             pause();
     }
-    usleep(300 * 1000);
+    close(ready[1]);
+    char y = 0;
+    cr_assert_eq(read(ready[0], &y, 1), 1, "the reader could not open the file");
+    close(ready[0]);
+    sy_reset_stats();
     snprintf(outf, sizeof(outf), "%s/unmount.out", E.root);
     pid_t u = fork();
     cr_assert_geq(u, 0);
@@ -379,7 +390,13 @@ Test(mount_sync_unmount, an_edit_closed_during_the_teardown_of_another_store_is_
         }
         _exit(rc);
     }
-    usleep(1000 * 1000); /* the final sync is over, the first teardown waits */
+    /* Both final syncs read the version feed (or list the store): once
+     * both did, the syncs are over, and the first teardown waits for the
+     * reader. */
+    for (int i = 0; i < 100 && t_route_count(&E.msd, FEED_ROUTE) +
+                                       t_route_count(&E.msd, LIST_ROUTE) < 2; i++)
+        usleep(20 * 1000);
+    usleep(200 * 1000); /* the second sync's answer is applied */
     snprintf(late, sizeof(late), "%s/late.md", mnt_b);
     int wrote = mnt_write(late, "late\n");
     int status = 0;

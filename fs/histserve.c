@@ -36,6 +36,7 @@
 #include "engine.h"
 #include "history.h"
 #include "log.h"
+#include "openfile.h"
 #include "rules.h"
 
 #define MAX_JOBS 16
@@ -179,11 +180,12 @@ static void say_done(FILE *out, const struct restore_done *done)
  * to undo exactly a remote edit made since the last sync: judged against
  * the file's stale baseline it would change nothing ("holds the content
  * already"), or take a dirty file back to its baseline, clean, and the
- * next sync would pull the remote edit over it.  When the memory's head in
- * the store is not the file's baseline, a sync brings the file up to it
+ * next sync would pull the remote edit over it.  When the memory's content
+ * in the store is not the file's baseline, a sync brings the file up to it
  * first, as any sync does (the store wins; an unpushed edit of the file is
- * kept as a conflict record).  No sync otherwise: it would push the
- * file's own unpushed edit, which the restore may be meant to drop. */
+ * kept as a conflict record).  Called once the restore's own checks
+ * passed.  No sync otherwise: it would push the file's own unpushed edit,
+ * which the restore may be meant to drop. */
 /* Whether a record of the store keeps sha for memory_id. */
 static bool kept_as_record(struct job *j, const char *memory_id, const char *sha)
 {
@@ -206,12 +208,26 @@ static void catch_up(struct job *j, const char *memory_id, bool *synced, bool *k
     struct cnode n;
     if (cache_file_of_memory(j->d->cache, j->s->id, memory_id, &n) != 0)
         return; /* no file has it: nothing stale to judge against */
+    /* A file open for writing is refused by the restore (restore.c): no
+     * sync for it (the open edit would lose to the store). */
+    struct ofile *o = ofile_find(n.ino);
+    bool writing = false;
+    if (o) {
+        ofile_lock(o);
+        writing = o->writers > 0;
+        ofile_unlock(o);
+        ofile_put(o);
+    }
     struct api_fetch f = {.memory_id = memory_id};
-    api_memories_fetch(j->d->http, j->s->id, &f, 1);
-    bool behind = f.err == -ENOENT ||
-                  (!f.err && (strcmp(f.mem.sha, n.base_sha) != 0 ||
-                              strcmp(f.mem.path ? f.mem.path : "", n.base_path) != 0));
-    if (f.err && f.err != -ENOENT)
+    if (!writing)
+        api_memories_fetch(j->d->http, j->s->id, &f, 1);
+    /* Only the content: with it changed in the store, the sync never
+     * pushes the file's own unpushed edit (the store wins, and keeps it as
+     * a record).  A memory deleted or only moved in the store could have
+     * the sync push that edit (re-created, or moved and updated), which
+     * the restore may be meant to drop: left to the next sync, as before. */
+    bool behind = !writing && !f.err && strcmp(f.mem.sha, n.base_sha) != 0;
+    if (!writing && f.err && f.err != -ENOENT)
         log_debug("cannot read a memory's head before a restore; restoring against the cache",
                   "memory_store_id", j->s->id, "memory_id", memory_id, "error",
                   strerror(-f.err));
@@ -282,8 +298,7 @@ static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
     int rc = get_version(j, j->f[3], &v, why, whylen);
     if (rc)
         return rc;
-    bool synced, kept;
-    catch_up(j, v.memory_id, &synced, &kept);
+    bool synced = false, kept = false;
     struct cnode live, at;
     bool is_live = cache_file_of_memory(j->d->cache, j->s->id, v.memory_id, &live) == 0;
     const char *target = to ? to : rel;
@@ -311,6 +326,8 @@ static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
                                                              : "another file", v.memory_id, v.id);
         rc = -EEXIST;
     }
+    if (!rc && !to && is_live)
+        catch_up(j, v.memory_id, &synced, &kept);
     struct restore_done done = {0};
     if (!rc && (rc = restore_write(j->d, j->s, target, v.content, v.content_len, &done)))
         edit_why(j, rc, target, why, whylen);

@@ -119,6 +119,7 @@ void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sh
     f->buf = buf;
     f->len = f->cap = len;
     f->loaded = true;
+    f->wrote = false;
     snprintf(f->sha, sizeof(f->sha), "%s", sha);
 }
 
@@ -147,6 +148,7 @@ static void set_dirty(struct ofile *f, int64_t now_ns, bool *first_dirty)
     if (first_dirty)
         *first_dirty = !f->dirty && !f->unsaved && !f->lost;
     f->dirty = true;
+    f->wrote = true;
     f->mtime_ns = now_ns;
     f->ctime_ns = now_ns;
 }
@@ -333,6 +335,7 @@ static void drop_locked(struct ofile *f)
     f->sha[0] = '\0';
     f->mtime_ns = f->ctime_ns = 0;
     f->loaded = false;
+    f->wrote = false;
 }
 
 /* A save of a lost edit (f->lost): the writers' version is not the store's
@@ -355,6 +358,7 @@ static int keep_lost_locked(struct ofile *f, struct cache *c)
     if (!rc && !f->writers) {
         f->lost = f->cut = f->cut_kept = f->kept = f->unsaved = f->held = false;
         drop_locked(f);
+        f->reverted = true;
     }
     return rc;
 }
@@ -401,10 +405,12 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
             /* Writers still holding the file go on with their version
              * (kept whole at each save); with none, the next open or read
              * loads the store's. */
-            if (f->writers)
+            if (f->writers) {
                 f->lost = true;
-            else
+            } else {
                 f->loaded = false;
+                f->reverted = true;
+            }
             rc = 0;
         }
     } else if (!held && f->held) {
@@ -527,12 +533,38 @@ void ofile_lost(uint64_t row, const char *sha)
     if (!f)
         return;
     pthread_mutex_lock(&f->lock);
-    if (f->writers && f->loaded && (f->dirty || strcmp(f->sha, sha) == 0)) {
+    if (f->writers && f->loaded && f->wrote && (f->dirty || strcmp(f->sha, sha) == 0)) {
         f->lost = true;
         f->held = false; /* what the cache held for them is the store's now */
     }
     pthread_mutex_unlock(&f->lock);
     ofile_put(f);
+}
+
+int ofile_end_lost(struct ofile *f, struct cache *c, bool *dropped)
+{
+    *dropped = false;
+    pthread_mutex_lock(&f->lock);
+    int rc = 0;
+    if (f->lost) {
+        unsigned writers = f->writers;
+        f->writers = 0; /* keep_lost_locked drops the buffer for the new writer */
+        rc = keep_lost_locked(f, c);
+        f->writers = writers;
+        f->reverted = false;
+        *dropped = !rc;
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+bool ofile_take_reverted(struct ofile *f)
+{
+    pthread_mutex_lock(&f->lock);
+    bool r = f->reverted;
+    f->reverted = false;
+    pthread_mutex_unlock(&f->lock);
+    return r;
 }
 
 bool ofile_is_open(uint64_t row)

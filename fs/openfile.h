@@ -34,7 +34,13 @@ struct ofile {
                                 * they held the file open: the buffer is
                                 * their version, which every save keeps as
                                 * a conflict record (ofile_flush); dropped
-                                * when the last writer goes */
+                                * when the last writer goes, or a new
+                                * writer opens the file (ofile_end_lost) */
+    bool wrote;                /* a write or truncate went into the buffer
+                                * since it was loaded: the open file's own
+                                * edit (an idle writer's buffer is not) */
+    bool reverted;             /* a lost buffer was dropped: the kernel's
+                                * pages hold it (ofile_take_reverted) */
     unsigned writers;          /* open handles that may write */
     char *buf;                 /* len bytes, capacity cap */
     size_t len, cap;
@@ -120,6 +126,15 @@ void ofile_forget_clean(uint64_t row);
  * keeps it), and what they write on is kept as a record too, never laid
  * over the store's version and pushed. */
 void ofile_lost(uint64_t row, const char *sha);
+/* A writer opens the file: a lost edit of the writers before it is kept
+ * as a record (its part not kept yet) and its buffer dropped, so the new
+ * writer starts from the store's version and its edit is saved as any
+ * other.  *dropped: a buffer went (the kernel's pages of it must not be
+ * kept by this open). */
+int ofile_end_lost(struct ofile *f, struct cache *c, bool *dropped);
+/* Whether a save dropped a lost buffer since the last call (then the
+ * kernel's pages and attributes of the file must go: fs_notify_reverted). */
+bool ofile_take_reverted(struct ofile *f);
 
 /* True when row has an entry (takes only the table lock, so it may be
  * called with the cache lock held). */

@@ -388,8 +388,10 @@ int ops_save(struct fs_store *s, struct ofile *f, enum ofile_flush_why why,
     if (ofile_is_cut(f))
         fetch_base(s, f->row);
     int rc = ofile_flush(f, s->cache, why, then);
-    if (rc == -EFBIG)
-        fs_notify_reverted(s, f->row); /* the cut edit went: the kernel has its pages */
+    /* The cut edit, or an edit that lost to the store, went: the kernel
+     * has its pages and attributes. */
+    if (rc == -EFBIG || ofile_take_reverted(f))
+        fs_notify_reverted(s, f->row);
     return rc;
 }
 
@@ -465,6 +467,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     int rc = 0;
     bool reader = (fi->flags & O_ACCMODE) == O_RDONLY && !writing;
+    /* A new writer starts from the store's version, not from an edit that
+     * lost to it which earlier writers still hold (openfile.c). */
+    bool dropped = false;
+    if (writing && (rc = ofile_end_lost(f, s->cache, &dropped)) != 0) {
+        ofile_put(f);
+        fuse_reply_err(req, -rc);
+        return;
+    }
     /* A writer counts from before its buffer is read: a restore (which
      * refuses a file open for writing, fs/restore.c) must not replace the
      * content between this open's read and its first write. */
@@ -499,7 +509,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     ops_set_fh(fi, f, writing);
-    fi->keep_cache = 1;
+    fi->keep_cache = !dropped; /* the kernel's pages held the lost edit */
     /* A reader has nothing to save at close: no FLUSH round trip. */
     fi->noflush = reader;
     if (fuse_reply_open(req, fi) != 0) {

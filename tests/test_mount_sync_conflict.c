@@ -180,6 +180,9 @@ Test(mount_sync_conflict, a_writer_that_lost_to_the_store_and_writes_on_pushes_n
     cr_assert_eq(fsync(fd), 0);
     sy_after_sync(); /* both changed: the store wins over the saved edit */
     cr_assert_eq(pwrite(fd, "LOCAL2", 6, 6), 6);
+    char back[64];
+    /* Read back: the kernel's pages and size are the writer's version. */
+    cr_assert_eq(pread(fd, back, sizeof(back), 0), 12);
     cr_assert_eq(close(fd), 0);
     sy_after_sync();
 
@@ -193,6 +196,38 @@ Test(mount_sync_conflict, a_writer_that_lost_to_the_store_and_writes_on_pushes_n
     free(out);
     char *kept = records_at("/c.md");
     cr_expect_str_eq(kept, "LOCAL1|LOCAL1LOCAL2", "the writer's version is not kept whole");
+    free(kept);
+    free(id);
+}
+
+/* A writer that opens the file after an edit lost to the store, while the
+ * writer that lost still holds it (an editor left open), starts from the
+ * store's version, and its edit is saved and pushed as any other, not
+ * kept as a record of the edit that lost. */
+Test(mount_sync_conflict, a_new_writer_after_a_lost_edit_is_saved_as_any_other)
+{
+    char *id = sy_id("/c.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    char path[600];
+    snprintf(path, sizeof(path), "%s/c.md", mnt);
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pwrite(fd, "LOCAL1", 6, 0), 6);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"the store's version\\n\"}"), 200);
+    cr_assert_eq(fsync(fd), 0);
+    sy_after_sync(); /* the store wins over the saved edit; fd still open */
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "cat c.md; echo fixed > c.md; cat c.md"), 0, "%s", out);
+    cr_expect_str_eq(out, "LOCAL1fixed\n", "the new writer's edit is not the file's");
+    free(out);
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync();
+    char *c = sy_content("/c.md");
+    cr_expect_str_eq(c ? c : "(none)", "fixed\n", "the new writer's edit did not reach the store");
+    free(c);
+    char *kept = records_at("/c.md");
+    cr_expect_str_eq(kept, "LOCAL1", "the records are not the lost edit's alone");
     free(kept);
     free(id);
 }

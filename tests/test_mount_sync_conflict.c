@@ -162,23 +162,35 @@ static char *records_at(const char *path)
                      " WHERE k.path = '%s' ORDER BY k.id)", path);
 }
 
+/* c.md opened read-write, LOCAL1 written at its start and fsynced, while
+ * the store changed it to remote + "\n"; then a sync, where the store
+ * wins over the saved edit: the descriptor, still open (*id: the memory's,
+ * malloc'd). */
+static int lose_a_saved_edit(const char *remote, char **id)
+{
+    *id = sy_id("/c.md");
+    cr_assert_not_null(*id);
+    sy_after_sync();
+    char path[600], body[200];
+    snprintf(path, sizeof(path), "%s/c.md", mnt);
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pwrite(fd, "LOCAL1", 6, 0), 6);
+    snprintf(body, sizeof(body), "{\"content\":\"%s\\n\"}", remote);
+    cr_assert_eq(sy_remote_update(*id, body), 200);
+    cr_assert_eq(fsync(fd), 0);
+    sy_after_sync(); /* both changed: the store wins over the saved edit */
+    return fd;
+}
+
 /* A writer whose saved edit lost to the store keeps the file open and
  * writes on: its later writes continue its own version, which is kept as
  * a conflict record whole, never laid over the store's version and
  * pushed. */
 Test(mount_sync_conflict, a_writer_that_lost_to_the_store_and_writes_on_pushes_no_mix)
 {
-    char *id = sy_id("/c.md");
-    cr_assert_not_null(id);
-    sy_after_sync();
-    char path[600];
-    snprintf(path, sizeof(path), "%s/c.md", mnt);
-    int fd = open(path, O_RDWR);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(pwrite(fd, "LOCAL1", 6, 0), 6);
-    cr_assert_eq(sy_remote_update(id, "{\"content\":\"the store's version, longer\\n\"}"), 200);
-    cr_assert_eq(fsync(fd), 0);
-    sy_after_sync(); /* both changed: the store wins over the saved edit */
+    char *id = NULL;
+    int fd = lose_a_saved_edit("the store's version, longer", &id);
     cr_assert_eq(pwrite(fd, "LOCAL2", 6, 6), 6);
     char back[64];
     /* Read back: the kernel's pages and size are the writer's version. */
@@ -206,17 +218,8 @@ Test(mount_sync_conflict, a_writer_that_lost_to_the_store_and_writes_on_pushes_n
  * kept as a record of the edit that lost. */
 Test(mount_sync_conflict, a_new_writer_after_a_lost_edit_is_saved_as_any_other)
 {
-    char *id = sy_id("/c.md");
-    cr_assert_not_null(id);
-    sy_after_sync();
-    char path[600];
-    snprintf(path, sizeof(path), "%s/c.md", mnt);
-    int fd = open(path, O_RDWR);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(pwrite(fd, "LOCAL1", 6, 0), 6);
-    cr_assert_eq(sy_remote_update(id, "{\"content\":\"the store's version\\n\"}"), 200);
-    cr_assert_eq(fsync(fd), 0);
-    sy_after_sync(); /* the store wins over the saved edit; fd still open */
+    char *id = NULL;
+    int fd = lose_a_saved_edit("the store's version", &id);
     char *out = NULL;
     cr_assert_eq(sy_run(&out, "cat c.md; echo fixed > c.md; cat c.md"), 0, "%s", out);
     cr_expect_str_eq(out, "LOCAL1fixed\n", "the new writer's edit is not the file's");

@@ -341,6 +341,24 @@ Test(mount_sync_unmount, a_truncate_by_path_publishes_no_writer_s_open_edit)
     free(last);
 }
 
+/* Runs `memstorefs unmount --all` in a child; its output goes to file. */
+static pid_t unmount_in_background(const char *file)
+{
+    pid_t u = fork();
+    cr_assert_geq(u, 0);
+    if (u == 0) {
+        char *out = NULL;
+        int rc = mnt_sh(&E, &out, "$MFS unmount --all");
+        FILE *f = fopen(file, "w");
+        if (f) {
+            fputs(out ? out : "", f);
+            fclose(f);
+        }
+        _exit(rc);
+    }
+    return u;
+}
+
 #define FEED_ROUTE "GET /v1/memory_stores/{id}/memory_versions"
 #define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
 
@@ -378,18 +396,7 @@ Test(mount_sync_unmount, an_edit_closed_during_the_teardown_of_another_store_is_
     close(ready[0]);
     sy_reset_stats();
     snprintf(outf, sizeof(outf), "%s/unmount.out", E.root);
-    pid_t u = fork();
-    cr_assert_geq(u, 0);
-    if (u == 0) {
-        char *out = NULL;
-        int rc = mnt_sh(&E, &out, "$MFS unmount --all");
-        FILE *f = fopen(outf, "w");
-        if (f) {
-            fputs(out ? out : "", f);
-            fclose(f);
-        }
-        _exit(rc);
-    }
+    pid_t u = unmount_in_background(outf);
     /* Both final syncs read the version feed (or list the store): once
      * both did, the syncs are over, and the first teardown waits for the
      * reader. */
@@ -414,24 +421,6 @@ Test(mount_sync_unmount, an_edit_closed_during_the_teardown_of_another_store_is_
               out ? out : "");
     free(out);
     free(store_b);
-}
-
-/* Runs `memstorefs unmount --all` in a child; its output goes to file. */
-static pid_t unmount_in_background(const char *file)
-{
-    pid_t u = fork();
-    cr_assert_geq(u, 0);
-    if (u == 0) {
-        char *out = NULL;
-        int rc = mnt_sh(&E, &out, "$MFS unmount --all");
-        FILE *f = fopen(file, "w");
-        if (f) {
-            fputs(out ? out : "", f);
-            fclose(f);
-        }
-        _exit(rc);
-    }
-    return u;
 }
 
 /* A second `unmount` while the first one's final sync runs waits for the

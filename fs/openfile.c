@@ -340,9 +340,10 @@ static void drop_locked(struct ofile *f)
 
 /* A save of a lost edit (f->lost): the writers' version is not the store's
  * version's continuation, so it is kept as a record, never saved as the
- * file's content.  When the last writer has gone the buffer is dropped,
- * and the file reads as the store has it. */
-static int keep_lost_locked(struct ofile *f, struct cache *c)
+ * file's content.  end (the last writer has gone, or a new one takes the
+ * file over): the buffer is dropped, and the file reads as the store has
+ * it. */
+static int keep_lost_locked(struct ofile *f, struct cache *c, bool end)
 {
     int rc = 0;
     if (f->dirty) {
@@ -355,17 +356,17 @@ static int keep_lost_locked(struct ofile *f, struct cache *c)
             f->dirty = false;
         }
     }
-    if (!rc && !f->writers) {
+    if (!rc && end) {
         f->lost = f->cut = f->cut_kept = f->kept = f->unsaved = f->held = false;
         drop_locked(f);
-        f->reverted = true;
     }
     return rc;
 }
 
 int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
-                const struct cache_then *then)
+                const struct cache_then *then, bool *dropped)
 {
+    bool gone = false;
     pthread_mutex_lock(&f->lock);
     int rc = 0;
     bool held = why == OFILE_CLOSE || (why == OFILE_PATH && f->writers);
@@ -374,10 +375,12 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
          * writers still open (saving it, even held, would have the final
          * sync or a restart after a crash push what no writer closed). */
     } else if (f->lost) {
-        rc = keep_lost_locked(f, c);
+        rc = keep_lost_locked(f, c, !f->writers);
+        gone = !rc && !f->loaded;
     } else if (f->cut && why != OFILE_PATH && (f->dirty || f->unsaved || f->held)) {
         /* (A truncate by path is another process's: it saves held.) */
         rc = keep_cut_locked(f, c);
+        gone = rc == -EFBIG;
     } else if (f->dirty || f->unsaved) {
         char sha[SHA256_HEX_LEN + 1];
         /* The bytes were edited from f->sha: if the cache moved meanwhile
@@ -409,7 +412,7 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
                 f->lost = true;
             } else {
                 f->loaded = false;
-                f->reverted = true;
+                gone = true;
             }
             rc = 0;
         }
@@ -425,6 +428,8 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
             rc = cache_settle(c);
     }
     pthread_mutex_unlock(&f->lock);
+    if (dropped)
+        *dropped = gone;
     return rc;
 }
 
@@ -547,24 +552,11 @@ int ofile_end_lost(struct ofile *f, struct cache *c, bool *dropped)
     pthread_mutex_lock(&f->lock);
     int rc = 0;
     if (f->lost) {
-        unsigned writers = f->writers;
-        f->writers = 0; /* keep_lost_locked drops the buffer for the new writer */
-        rc = keep_lost_locked(f, c);
-        f->writers = writers;
-        f->reverted = false;
+        rc = keep_lost_locked(f, c, true);
         *dropped = !rc;
     }
     pthread_mutex_unlock(&f->lock);
     return rc;
-}
-
-bool ofile_take_reverted(struct ofile *f)
-{
-    pthread_mutex_lock(&f->lock);
-    bool r = f->reverted;
-    f->reverted = false;
-    pthread_mutex_unlock(&f->lock);
-    return r;
 }
 
 bool ofile_is_open(uint64_t row)

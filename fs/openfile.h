@@ -39,8 +39,6 @@ struct ofile {
     bool wrote;                /* a write or truncate went into the buffer
                                 * since it was loaded: the open file's own
                                 * edit (an idle writer's buffer is not) */
-    bool reverted;             /* a lost buffer was dropped: the kernel's
-                                * pages hold it (ofile_take_reverted) */
     unsigned writers;          /* open handles that may write */
     char *buf;                 /* len bytes, capacity cap */
     size_t len, cap;
@@ -98,10 +96,12 @@ enum ofile_flush_why {
  * why (enum cache_saved).  For OFILE_CLOSE, then (or NULL) is told as soon
  * as the content is durable, before the cache's work ends
  * (cache_save_closed_then): the result is then 0.  -EFBIG: a write past
- * the size limit had cut the edit short; it is kept as a record, not saved,
- * and the buffer dropped (the kernel's pages must go: fs_notify_reverted). */
+ * the size limit had cut the edit short; it is kept as a record, not saved.
+ * *dropped (may be NULL): the buffer went, a cut edit's or one that lost
+ * to the store, whose bytes the kernel's pages hold (they must go:
+ * fs_notify_reverted). */
 int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
-                const struct cache_then *then);
+                const struct cache_then *then, bool *dropped);
 /* Whether a refused write cut the buffer's edit short (its save puts
  * back the store's version: fetch it first, ops_save). */
 bool ofile_is_cut(struct ofile *f);
@@ -132,9 +132,6 @@ void ofile_lost(uint64_t row, const char *sha);
  * other.  *dropped: a buffer went (the kernel's pages of it must not be
  * kept by this open). */
 int ofile_end_lost(struct ofile *f, struct cache *c, bool *dropped);
-/* Whether a save dropped a lost buffer since the last call (then the
- * kernel's pages and attributes of the file must go: fs_notify_reverted). */
-bool ofile_take_reverted(struct ofile *f);
 
 /* True when row has an entry (takes only the table lock, so it may be
  * called with the cache lock held). */

@@ -387,10 +387,11 @@ int ops_save(struct fs_store *s, struct ofile *f, enum ofile_flush_why why,
 {
     if (ofile_is_cut(f))
         fetch_base(s, f->row);
-    int rc = ofile_flush(f, s->cache, why, then);
+    bool dropped = false;
+    int rc = ofile_flush(f, s->cache, why, then, &dropped);
     /* The cut edit, or an edit that lost to the store, went: the kernel
      * has its pages and attributes. */
-    if (rc == -EFBIG || ofile_take_reverted(f))
+    if (dropped)
         fs_notify_reverted(s, f->row);
     return rc;
 }

@@ -88,7 +88,7 @@ static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, uint64
     if (!rc && first)
         rc = cache_mark_dirty(s->cache, row);
     if (!rc && !open_f)
-        rc = ofile_flush(f, s->cache, OFILE_PATH, NULL);
+        rc = ofile_flush(f, s->cache, OFILE_PATH, NULL, NULL);
     if (!open_f)
         ofile_put(f);
     return rc;

@@ -164,6 +164,7 @@ static int setup_stores(struct mount_opts *o)
         info.pid = getpid();
         snprintf(info.store_id, sizeof(info.store_id), "%s", s->id);
         snprintf(info.mount_path, sizeof(info.mount_path), "%s", s->mount_path);
+        snprintf(info.cache_dir, sizeof(info.cache_dir), "%s", o->cache_dir);
         int rc = rt_lock_store(&info, &s->lock_fd, &s->lock_file, &other);
         if (rc == -EBUSY) {
             fprintf(stderr, "memstorefs: memory store %s is already mounted on this host at %s "

@@ -3,13 +3,16 @@
  * a crash, a power loss) and no later mount of the store followed.  Each
  * store is synced exactly as a mounted one would be (sync/cycle.c), under
  * the store's host lock, so it never races a daemon that has the store
- * mounted; such a store is skipped (its daemon pushes its changes).
+ * mounted; such a store is skipped (its daemon pushes its changes), or,
+ * when that daemon runs with another cache directory (its lock file says
+ * which), named as not pushed, and the flush fails.
  *   memstorefs flush [--cache-dir DIR] [--store ID]... [--sync-deletions M] */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -42,8 +45,18 @@ static const char *kept_why(enum syncer_deletions del, bool all_recorded)
     return "this flush runs with --sync-deletions disabled (run it with enabled to delete them)";
 }
 
-static int flush_store(struct cache *c, struct http_client *h, const struct cache_store *cs,
-                       enum syncer_deletions del)
+/* Whether two paths name one directory (a relative path, a link on the
+ * way, a trailing slash: the same cache). */
+static bool same_dir(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0)
+        return false;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int flush_store(struct cache *c, struct http_client *h, const char *dir,
+                       const struct cache_store *cs, enum syncer_deletions del)
 {
     struct cache_store_stats st;
     /* Deletions made under log_only or disabled are never sent, nor any
@@ -74,6 +87,15 @@ static int flush_store(struct cache *c, struct http_client *h, const struct cach
     int lock_fd = -1;
     char *lock_file = NULL;
     int rc = rt_lock_store(&info, &lock_fd, &lock_file, &other);
+    if (rc == -EBUSY && other.cache_dir[0] && !same_dir(dir, other.cache_dir)) {
+        /* That daemon pushes from its own cache, never from this one. */
+        unsigned long long n = st.dirty + sendable;
+        fprintf(stderr, "memstorefs flush: %s: mounted at %s by memstorefs pid %d with another "
+                "cache directory (%s); the %llu change%s this cache holds %s not pushed: "
+                "unmount it, then run this flush again\n", cs->id, other.mount_path,
+                (int)other.pid, other.cache_dir, n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
+        return -EBUSY;
+    }
     if (rc == -EBUSY) {
         printf("%s: mounted at %s by memstorefs pid %d; that daemon pushes its changes\n",
                cs->id, other.mount_path, (int)other.pid);
@@ -195,7 +217,7 @@ int flush_main(int argc, char **argv)
         }
     }
     for (size_t i = 0; h && i < n; i++)
-        if (wanted(ids, n_ids, v[i].id) && flush_store(c, h, &v[i], del) != 0)
+        if (wanted(ids, n_ids, v[i].id) && flush_store(c, h, dir, &v[i], del) != 0)
             status = 1;
     free(v);
     http_client_free(&h);

@@ -92,6 +92,8 @@ static void parse_info(const char *text, struct rt_lockinfo *info)
                 snprintf(info->store_id, sizeof(info->store_id), "%.*s", (int)vn, v);
             else if (kn == 10 && !memcmp(p, "mount_path", 10))
                 snprintf(info->mount_path, sizeof(info->mount_path), "%.*s", (int)vn, v);
+            else if (kn == 9 && !memcmp(p, "cache_dir", 9))
+                snprintf(info->cache_dir, sizeof(info->cache_dir), "%.*s", (int)vn, v);
             else if (kn == 7 && !memcmp(p, "created", 7) && info->n_created < 8)
                 snprintf(info->created[info->n_created++], sizeof(info->created[0]), "%.*s",
                          (int)vn, v);
@@ -102,7 +104,7 @@ static void parse_info(const char *text, struct rt_lockinfo *info)
 
 static int read_info(int fd, struct rt_lockinfo *info)
 {
-    char buf[8 * 4096 + 8192];
+    char buf[10 * 4096 + 8192];
     ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
     if (n < 0)
         return -errno;
@@ -120,6 +122,8 @@ int rt_lock_update(int fd, const struct rt_lockinfo *info)
         return -ENOMEM;
     fprintf(m, "pid=%d\nstore_id=%s\nmount_path=%s\n", (int)info->pid, info->store_id,
             info->mount_path);
+    if (info->cache_dir[0])
+        fprintf(m, "cache_dir=%s\n", info->cache_dir);
     for (int i = 0; i < info->n_created; i++)
         fprintf(m, "created=%s\n", info->created[i]);
     fclose(m);

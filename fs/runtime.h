@@ -22,6 +22,7 @@ struct rt_lockinfo {
     pid_t pid;
     char store_id[128];
     char mount_path[4096];
+    char cache_dir[4096];  /* the daemon's --cache-dir ("" from an older one) */
     char created[8][4096]; /* directories the mount created, parents first */
     int n_created;
 };

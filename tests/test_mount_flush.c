@@ -125,3 +125,50 @@ Test(mount_flush, bad_arguments_and_missing_cache)
     cr_expect(strstr(out, "holds no memory store memstore_unknown"), "%s", out);
     free(out);
 }
+
+/* A store mounted by a daemon with another cache directory: that daemon
+ * cannot push what this cache holds, so flush says it pushed nothing and
+ * exits non-zero.  Before the fix it said "that daemon pushes its changes"
+ * and exited 0, and the edit stayed in the first cache unpushed. */
+Test(mount_flush, names_a_mount_with_another_cache_and_fails)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_mount(&E, store, "h", false, "--sync-interval 3600", &out), 0, "%s", out);
+    free(out);
+    cr_assert_eq(mnt_sh(&E, &out, "sleep 1; echo left > $MNT/h/left.md && "
+                                  "sed -n 's/^pid=//p' %s/store-*.lock", E.run), 0, "%s", out);
+    pid_t pid = (pid_t)strtol(out, NULL, 10);
+    free(out);
+    cr_assert_gt(pid, 1);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount $MNT/h"), 0, "%s", out);
+    free(out);
+    /* The same store, mounted again with a cache of its own. */
+    cr_assert_eq(mnt_mount(&E, store, "h", false, "--sync-interval 3600 --cache-dir $CACHE-2",
+                           &out), 0, "%s", out);
+    free(out);
+    int rc = mnt_sh(&E, &out, "cd \"$CACHE\"/.. && $MFS flush --cache-dir ./cache");
+    cr_expect_neq(rc, 0, "flush exited 0 with the edit unpushed: %s", out);
+    cr_expect(strstr(out, "another cache directory") && strstr(out, "not pushed"), "%s", out);
+    free(out);
+    char *got = server_content("/left.md");
+    cr_expect_null(got, "pushed by another cache's daemon: the test proves nothing");
+    free(got);
+    /* The same cache, given another way, is still that daemon's own. */
+    rc = mnt_sh(&E, &out, "echo its own > $MNT/h/own.md && "
+                          "cd \"$CACHE\"/.. && $MFS flush --cache-dir ./cache-2");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "that daemon pushes its changes"), "%s", out);
+    free(out);
+    /* Once that mount is gone, flush pushes the first cache's edit. */
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount $MNT/h"), 0, "%s", out);
+    free(out);
+    rc = mnt_sh(&E, &out, "$MFS flush --cache-dir \"$CACHE\"");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    got = server_content("/left.md");
+    cr_expect_str_eq(got ? got : "(missing)", "left\n");
+    free(got);
+}

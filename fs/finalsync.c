@@ -4,8 +4,8 @@
  * (their buffers left as they are; the daemon's other stores' open files
  * are not this unmount's to wait for or touch); the sync of every store
  * on a thread of its own, bounded by the flush timeout, past which the
- * requests in flight are cancelled and what they carried stays dirty in
- * the cache for the next mount; then, once the stores are torn down (no
+ * requests in flight for those stores (not the others') are cancelled
+ * and what they carried stays dirty in the cache for the next mount; then, once the stores are torn down (no
  * write can land after it: an edit closed in one store while another's
  * teardown waited was reported as pushed), one line per store with
  * something left unpushed, to the log and to the caller's report.
@@ -94,9 +94,13 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n)
             snprintf(secs, sizeof(secs), "%d", d->flush_timeout);
             log_warn("final memory sync cut off at the flush timeout; what it had not pushed "
                      "stays in the cache for the next mount", "flush_timeout_s", secs);
-            http_client_cancel(d->http, true);
+            /* These stores' requests only: the other stores of the
+             * daemon, still mounted, go on syncing and downloading. */
+            for (size_t i = 0; i < n; i++)
+                syncer_cancel(d->sync, v[i]->sync_idx, true);
             pthread_join(t, NULL);
-            http_client_cancel(d->http, false);
+            for (size_t i = 0; i < n; i++)
+                syncer_cancel(d->sync, v[i]->sync_idx, false);
         }
     }
 }

@@ -150,7 +150,9 @@ static int timed_cycle(struct syncer *s, int idx, bool final, char *why, size_t 
                        struct syncer_report *own)
 {
     set_running(s, &s->v[idx], true);
+    http_thread_cancel(&s->v[idx].cancel);
     int rc = cycle_run(s, idx, final, why, whylen, own);
+    http_thread_cancel(NULL);
     set_running(s, &s->v[idx], false);
     return rc;
 }
@@ -401,6 +403,11 @@ int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct sync
     if (rep)
         *rep = own;
     return rc;
+}
+
+void syncer_cancel(struct syncer *s, int idx, bool on)
+{
+    __atomic_store_n(&s->v[idx].cancel, on ? 1 : 0, __ATOMIC_SEQ_CST);
 }
 
 bool syncer_backlog(struct syncer *s, int idx)

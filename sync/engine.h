@@ -91,6 +91,10 @@ void syncer_stop(struct syncer *s);
 
 /* Last sync time (unix seconds, 0 if none) and result ("ok" or a reason). */
 void syncer_last(struct syncer *s, int idx, int64_t *when, char *result, size_t len);
+/* While on, the syncs of store idx (running or started) end their
+ * requests with -ECANCELED; the other stores' go on.  What they did not
+ * push stays dirty.  Bounds the final sync at unmount (fs/finalsync.c). */
+void syncer_cancel(struct syncer *s, int idx, bool on);
 /* Whether the last sync of store idx left a backlog for another round. */
 bool syncer_backlog(struct syncer *s, int idx);
 /* Whether the store's syncs keep up: for `memstorefs status`, which says

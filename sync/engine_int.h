@@ -59,6 +59,7 @@ struct sstore {
     uint64_t *said;      /* hashes of standing messages already logged */
     size_t n_said;
     bool disabled;       /* unmounted: never synced again (under cycle_lock) */
+    volatile int cancel; /* syncer_cancel: this store's syncs end their requests */
     bool progress;       /* syncer_refresh: report the listing's pages */
     struct feed feed;    /* the version feed (feed.c) */
     size_t known;        /* memories in the last listing or view */

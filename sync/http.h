@@ -99,6 +99,13 @@ int http_run(struct http_client *c, struct http_call *calls, size_t n);
  * calls with -ECANCELED at once (unless its run options carry a cancel
  * flag of their own).  Used to bound the final sync at unmount. */
 void http_client_cancel(struct http_client *c, bool on);
+/* Scopes a cancel to the calling thread: while flag (not NULL) reads
+ * non-zero, the runs this thread starts (on any client) end their
+ * unfinished calls with -ECANCELED, as the client's cancel would, and the
+ * other threads' runs go on.  NULL removes it.  One store's sync sets its
+ * store's flag for its length (sync/engine.c), so that the final sync's
+ * timeout cuts off that store's requests and no other's. */
+void http_thread_cancel(const volatile int *flag);
 int http_run_ex(struct http_client *c, struct http_call *calls, size_t n,
                 const struct http_run_opts *ro);
 /* Frees call->resp and zeroes the out fields; the in fields are kept. */

@@ -58,6 +58,7 @@ struct run {
     size_t fresh;    /* slots[fresh..n) have never been started */
     size_t retrying; /* slots below fresh waiting in S_WAIT for a retry */
     unsigned seed;
+    const volatile int *tcancel; /* the starting thread's flag, or NULL */
 };
 
 static size_t on_body(char *p, size_t size, size_t nmemb, void *user)
@@ -354,12 +355,27 @@ static void budget_held(struct run *r, int held)
     r->held = held;
 }
 
+/* The calling thread's cancel flag (http_thread_cancel). */
+static __thread const volatile int *thread_cancel;
+
+void http_thread_cancel(const volatile int *flag)
+{
+    thread_cancel = flag;
+}
+
+/* Whether a run is cancelled: by its own flag (or its client's), or by
+ * the flag of the thread that started it. */
+static bool cancelled(const struct run *r, const struct http_run_opts *ro)
+{
+    return (ro->cancel && *ro->cancel) || (r->tcancel && *r->tcancel);
+}
+
 static void drive(struct run *r, const struct http_run_opts *ro)
 {
     struct http_client *c = r->c;
     while (r->done < r->n) {
         int64_t now = http_now_ms();
-        if (ro && ro->cancel && *ro->cancel) {
+        if (cancelled(r, ro)) {
             abort_all(r, -ECANCELED);
             break;
         }
@@ -434,7 +450,7 @@ static void drive(struct run *r, const struct http_run_opts *ro)
         if (ro && ro->deadline_ms && ro->deadline_ms < next)
             next = ro->deadline_ms;
         int64_t wait = next - now;
-        if (ro && ro->cancel && wait > 100)
+        if (wait > 100) /* a cancel is seen within 100 ms */
             wait = 100;
         if (wait < 0)
             wait = 0;
@@ -476,9 +492,9 @@ int http_run_ex(struct http_client *c, struct http_call *calls, size_t n,
         with_cancel.cancel = &c->cancel;
         ro = &with_cancel;
     }
-    if (*ro->cancel)
+    struct run r = {.c = c, .n = n, .tcancel = thread_cancel};
+    if (cancelled(&r, ro))
         return set_all(calls, n, -ECANCELED);
-    struct run r = {.c = c, .n = n};
     r.slots = calloc(n, sizeof(*r.slots));
     r.lane = http_lane_get(c);
     if (!r.slots || !r.lane) {

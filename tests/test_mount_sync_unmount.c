@@ -458,3 +458,46 @@ Test(mount_sync_unmount, a_second_unmount_at_the_same_time_gets_the_answer)
     cr_expect_str_eq(c ? c : "(none)", "after\n");
     free(c);
 }
+
+/* The final sync's flush timeout ends that store's requests only.  Before
+ * the fix it cancelled the daemon's whole HTTP client: a sync of another
+ * store, still mounted, that was waiting for a slow answer at that moment
+ * failed ("cancelled"), as would an open downloading a file there.  (It
+ * failed so only when B's request looked at the flag in the milliseconds
+ * the client's stayed set: two runs in three before the fix.) */
+Test(mount_sync_unmount, the_flush_timeout_of_one_store_cancels_nothing_of_another)
+{
+    char *store_b = t_create_store(&E.msd, "Unmount B");
+    cr_assert_not_null(store_b);
+    char mnt_b[400], opts[700], fault[600];
+    snprintf(mnt_b, sizeof(mnt_b), "%s/b", E.mnt);
+    snprintf(opts, sizeof(opts), "--sync-interval 3600 --flush-timeout 2 --store %s:%s",
+             store_b, mnt_b);
+    sy_mount(false, opts);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "echo changed > edit.md"), 0);
+    /* Store A's requests take 8 s (past its flush timeout), B's 6 s. */
+    snprintf(fault, sizeof(fault), "{\"action\":\"latency\",\"latency_ms\":8000,\"count\":0,"
+             "\"path\":\"/v1/memory_stores/%s*\"}", store);
+    sy_fault(fault);
+    snprintf(fault, sizeof(fault), "{\"action\":\"latency\",\"latency_ms\":6000,\"count\":0,"
+             "\"path\":\"/v1/memory_stores/%s*\"}", store_b);
+    sy_fault(fault);
+    char *out = NULL, rc_path[400], out_path[400];
+    snprintf(rc_path, sizeof(rc_path), "%s/b-sync.rc", E.root);
+    snprintf(out_path, sizeof(out_path), "%s/b-sync.out", E.root);
+    int rc = mnt_sh(&E, &out, "( $MFS sync --wait '%s' > '%s' 2>&1; echo $? > '%s' ) & "
+                    "sleep 0.5; timeout 60 $MFS unmount '%s'; wait", mnt_b, out_path, rc_path,
+                    mnt);
+    cr_expect(!mnt_is_mounted(mnt), "store A is still mounted (exit %d: %s)", rc, out);
+    free(out);
+    char *b_rc = mnt_read(rc_path, NULL), *b_out = mnt_read(out_path, NULL);
+    cr_expect_str_eq(b_rc ? b_rc : "(none)", "0\n",
+                     "the sync of store B failed when A's final sync was cut off: %s",
+                     b_out ? b_out : "(no output)");
+    free(b_rc);
+    free(b_out);
+    sy_clear_faults();
+    cr_expect(mnt_is_mounted(mnt_b), "store B is not mounted any more");
+    free(store_b);
+}

@@ -421,6 +421,57 @@ Test(http, deadline_and_cancel)
     http_client_free(&c);
 }
 
+/* A thread's cancel flag ends the runs of that thread only: one store's
+ * final sync is cut off at its timeout while another store's sync, on
+ * another thread of the same client, goes on. */
+struct scoped {
+    struct http_client *c;
+    const char *path;
+    const volatile int *flag;
+    int err, attempts;
+};
+
+static void *scoped_main(void *arg)
+{
+    struct scoped *t = arg;
+    http_thread_cancel(t->flag);
+    struct http_call call = {.method = "GET", .path = t->path};
+    http_run(t->c, &call, 1);
+    t->err = call.err;
+    t->attempts = call.attempts;
+    http_call_clear(&call);
+    http_thread_cancel(NULL);
+    return NULL;
+}
+
+Test(http, a_thread_s_cancel_ends_its_runs_only)
+{
+    struct http_client *c = client("test-key", 2, 10);
+    fault("{\"action\":\"latency\",\"latency_ms\":1500,\"count\":2,\"method\":\"GET\"}");
+    char *p = list_path();
+    volatile int flag = 0;
+    struct scoped t[2] = {{.c = c, .path = p, .flag = &flag}, {.c = c, .path = p}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, scoped_main, &t[i]), 0);
+    usleep(300 * 1000); /* both in flight (if not yet, the first still ends cancelled) */
+    __atomic_store_n(&flag, 1, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    cr_expect_eq(t[0].err, -ECANCELED, "the flagged thread's run: %d", t[0].err);
+    cr_expect_eq(t[1].err, 0, "the other thread's run was ended: %d", t[1].err);
+    /* A flag already set: nothing is sent.  Without it, the run goes. */
+    struct scoped again = {.c = c, .path = p, .flag = &flag};
+    scoped_main(&again);
+    cr_expect_eq(again.err, -ECANCELED);
+    cr_expect_eq(again.attempts, 0);
+    again.flag = NULL;
+    scoped_main(&again);
+    cr_expect_eq(again.err, 0, "a run without the flag: %d", again.err);
+    free(p);
+    http_client_free(&c);
+}
+
 /* A create whose answer is lost is retried; the retry finds the memory it
  * made itself (409 path conflict naming that memory). */
 Test(http, lost_answer_is_retried)

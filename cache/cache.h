@@ -373,10 +373,14 @@ int cache_mark_dirty(struct cache *c, uint64_t ino);
 
 /* ---- What the sync push needs (cache/write.c) ---- */
 
-/* Every live dirty file of the store (state 1) whose content may be
- * pushed (CACHE_SAVED; with final, CACHE_HELD too: the last sync before
- * the writer goes away), in path order; the cnode carries the baseline
- * (memory_id, base_sha, base_path: "" when never synced). */
+/* Every live changed file of the store, dirty or refused (state 1 or 2),
+ * whose content may be pushed (CACHE_SAVED; with final, CACHE_HELD too:
+ * the last sync before the writer goes away), in path order; the cnode
+ * carries the baseline (memory_id, base_sha, base_path: "" when never
+ * synced).  A refused file is decided as any other (skipped while only
+ * it changed; the store wins when its memory changed too): left out, it
+ * kept its memory's remote edits out of the mount for good, and every
+ * sync listed the store in full for it. */
 /* Every live file of the store that has a memory and that the apply of a
  * listing leaves alone (state not clean: dirty, held by a writer,
  * refused), with its baseline, in no particular order.  fn returning

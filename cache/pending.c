@@ -24,7 +24,7 @@ int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_n
     if (rc)
         goto out;
     rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ?1 AND is_dir = 0"
-                           " AND state = 1 AND (unsaved = 0 OR (?2 AND unsaved = 2))"
+                           " AND state IN (1, 2) AND (unsaved = 0 OR (?2 AND unsaved = 2))"
                            " AND unlinked = 0 AND parent IS NOT NULL ORDER BY path", &st);
     if (rc)
         goto out;

@@ -91,7 +91,9 @@ int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
     /* The last line is the verdict. */
     while (len && buf[len - 1] == '\n')
         buf[--len] = '\0';
-    char *last = strrchr(buf, '\n');
+    /* memrchr: an answer may carry bytes with NUL among them (a diff of
+     * a file the server refused for one). */
+    char *last = memrchr(buf, '\n', len);
     char *verdict = last ? last + 1 : buf;
     if (last && out)
         fwrite(buf, 1, (size_t)(last - buf) + 1, out);

@@ -266,3 +266,33 @@ Test(mount_history_attrs, a_conflict_is_restored_when_two_daemons_share_the_cach
     free(kid);
     free(store_b);
 }
+
+/* A file the server refused (a NUL byte) whose memory then changed in
+ * the store: the store wins, and the lost version is diffed like any
+ * other.  Before the fix the sync left refused files out of its decisions:
+ * the remote edit never reached the mount (no record, the file refused for
+ * good) and every sync listed the store in full for it.  And the command
+ * looked for the daemon's verdict with strrchr, which stops at the first
+ * NUL: it printed bytes of the content as an error and exited 1. */
+Test(mount_history_attrs, a_lost_version_with_a_nul_byte_is_diffed)
+{
+    char *id = sy_id("/c.md");
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "printf 'local\\000line\\nshared\\n' > c.md"), 0);
+    sy_after_sync(); /* refused: a NUL byte is no memory's content */
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote line\\nshared\\n\"}"), 200);
+    sy_after_sync();
+    char *out = NULL;
+    sy_run(&out, "cat c.md");
+    cr_expect_str_eq(out, "remote line\nshared\n", "the store's edit did not reach the file");
+    free(out);
+    char *kid = mnt_q(&E, "SELECT id FROM conflicts WHERE path = '/c.md'");
+    cr_assert(kid[0], "no conflict record");
+    int rc = sy_run(&out, "env -u ANTHROPIC_API_KEY $MFS conflicts diff %s", kid);
+    cr_expect_eq(rc, 0, "exit %d: %s", rc, out);
+    /* diff(1) takes content with a NUL byte for binary. */
+    cr_expect(strstr(out, "Binary files") && strstr(out, "/c.md (conflict 1"), "%s", out);
+    free(out);
+    free(kid);
+    free(id);
+}

@@ -179,3 +179,38 @@ Test(mount_sync_refused, a_write_past_the_limit_leaves_the_file_as_it_was)
     cr_expect_eq(sy_log_count("a write past the size limit was refused", NULL), 3, "%s",
                  sy_log_grep("size limit"));
 }
+
+/* A refused edit loses to a later edit in the store, as any local edit
+ * does when both sides changed: the store's version replaces the file and
+ * the refused bytes are kept as a record.  Before the fix the sync left
+ * refused files out of its decisions: the file kept its refused bytes,
+ * the store's edit never reached the mount, and every later sync listed
+ * the store in full to decide a file it then left out again. */
+Test(mount_sync_refused, a_refused_edit_loses_to_a_remote_edit)
+{
+    char *id = sy_id("/seeded.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "printf 'x\\000y\\n' > seeded.md"), 0);
+    cr_assert(sy_wait_log(REC_MSG_REFUSED, "path=/seeded.md", 1, WITHIN), "no refusal logged");
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"the store's edit\\n\"}"), 200);
+    sy_after_sync();
+    char *out = NULL;
+    sy_run(&out, "cat seeded.md");
+    cr_expect_str_eq(out, "the store's edit\n", "the store's edit did not reach the file");
+    free(out);
+    char *k = mnt_q(&E, "SELECT hex(data) FROM conflicts JOIN blobs ON sha = local_sha"
+                       " WHERE path = '/seeded.md'");
+    cr_expect_str_eq(k, "7800790A", "the refused bytes are not kept as a record");
+    free(k);
+    char *st = mnt_q(&E, "SELECT state FROM nodes WHERE path = '/seeded.md' AND unlinked = 0");
+    cr_expect_str_eq(st, "0", "the file is not clean at the store's version");
+    free(st);
+    /* Settled: the next syncs read the feed only. */
+    sy_reset_stats();
+    sy_after_sync();
+    sy_after_sync();
+    cr_expect_eq(t_route_count(&E.msd, "GET /v1/memory_stores/{id}/memories"), 0,
+                 "the syncs after it still list the store in full");
+    free(id);
+}

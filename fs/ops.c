@@ -439,7 +439,10 @@ int ops_load(struct fs_store *s, struct ofile *f)
             log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
                      "error", strerror(-rc));
         cnode_clear(&n);
-        return rc == -ENOENT ? -EIO : rc;
+        /* A download that failed is an I/O error to the caller, whatever
+         * the server or the network said (the log has it): EACCES for a
+         * revoked key would read as the file's mode, EINVAL as a bad call. */
+        return rc == 0 || rc == -EISDIR || rc == -ENOMEM ? rc : -EIO;
     }
 }
 

@@ -283,3 +283,35 @@ Test(mount_cache, conflict_records_are_dropped_by_hand)
         free(out);
     }
 }
+
+/* A download that fails at an open gives EIO, whatever the reason: the
+ * log keeps the detail.  Before the fix the open passed the HTTP error's
+ * errno on: `cat` said "Permission denied" for a revoked key (401) and
+ * "Invalid argument" for a 400, as if the file's mode or the call were
+ * wrong, where a read of the same file said EIO. */
+Test(mount_cache, a_failed_download_at_an_open_is_an_io_error)
+{
+    static char body[2001];
+    memset(body, 'c', 2000);
+    char *id = t_create_memory(&E.msd, store, "/c.md", body);
+    cr_assert_not_null(id);
+    free(id);
+    sy_mount(false, "--cache-max-size 1K");
+    cJSON_Delete(wait_evicted(1));
+    static const int status[] = {401, 400, 403};
+    for (size_t i = 0; i < sizeof(status) / sizeof(status[0]); i++) {
+        char f[300];
+        snprintf(f, sizeof(f), "{\"action\":\"status\",\"status\":%d,\"count\":0,"
+                 "\"method\":\"GET\",\"path\":\"/v1/memory_stores/*/memories/*\"}", status[i]);
+        sy_fault(f);
+        char *out = NULL;
+        cr_expect_neq(sy_run(&out, "cat c.md 2>&1"), 0, "%s", out);
+        cr_expect(out && strstr(out, "Input/output error"), "HTTP %d: %s", status[i], out);
+        free(out);
+        sy_clear_faults();
+    }
+    char *out = NULL;
+    cr_expect_eq(sy_run(&out, "wc -c < c.md"), 0);
+    cr_expect_str_eq(out, "2000\n", "the file does not read whole once the server answers");
+    free(out);
+}

@@ -377,8 +377,12 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
             free(o->log_file);
             if (!*optarg)
                 rc = usage_error("%s", "--log-file wants a file, syslog or -");
-            else if (!(o->log_file = strdup(optarg)))
-                rc = usage_error("%s", "out of memory");
+            /* Absolute: the daemon in the background runs from "/", and
+             * opens the file again at SIGHUP (a rotation). */
+            else if (!(o->log_file = strcmp(optarg, "syslog") == 0 || strcmp(optarg, "-") == 0
+                                         ? strdup(optarg)
+                                         : cli_abs_path(optarg)))
+                rc = usage_error("%s", "out of memory, or the working directory cannot be read");
             break;
         case O_CRED:
             free(o->credentials);

@@ -100,11 +100,15 @@ Test(mount_ops, unopenable_log_file_refuses_the_mount)
     cr_expect_eq(mnt_sh(&E, NULL, "test -e %s", mp), 1, "the mount directory was left");
 }
 
+/* The file is named relative to the directory the mount command ran in:
+ * the daemon, in the background, runs from "/" and used to reopen it
+ * there (as root, a new /d.log; else nothing, and the log went on into
+ * the moved file). */
 Test(mount_ops, sighup_reopens_a_moved_log_file)
 {
     char *out = NULL;
-    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s' --cache-dir \"$CACHE\" "
-                              "--log-file %s/d.log", store, mp, E.root);
+    int rc = mnt_sh(&E, &out, "cd %s && $MFS mount --store '%s:%s' --cache-dir \"$CACHE\" "
+                              "--log-file d.log", E.root, store, mp);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
     cr_assert(mnt_wait_sh(&E, 20, "grep -q 'mounted memory store' %s/d.log", E.root));

@@ -18,6 +18,8 @@
  * client.  Each client is a small state machine in a struct ctl_client:
  *   READING  --(a whole line)--> the command runs --> WRITING
  *   READING  --(CTL_READ_MS from accept, EOF, line too long)--> closed
+ * (the time a command held the main thread does not count against the
+ * other clients' CTL_READ_MS and CTL_WRITE_MS)
  *   WRITING  --(answer sent)--> closed
  *   WRITING  --(CTL_WRITE_MS without taking it)--> closed
  * Client sockets are non-blocking.  At most CTL_CLIENTS at once: one more
@@ -180,8 +182,17 @@ static void answer(struct daemon *d, struct ctl_client *c)
         drop(c);
         return;
     }
+    int64_t t0 = now_ms();
     run_command(d, c->line, out);
     fclose(out);
+    /* A command may hold this thread for long (an unmount: its final
+     * sync): the others' time to send their line or take their answer
+     * does not run meanwhile.  Dropped at their old deadlines, clients
+     * that sent a command within their time were closed unanswered. */
+    int64_t spent = now_ms() - t0;
+    for (int i = 0; spent > 0 && i < CTL_CLIENTS; i++)
+        if (d->ctl[i].fd >= 0 && &d->ctl[i] != c)
+            d->ctl[i].deadline_ms += spent;
     c->out = text;
     c->out_len = len;
     c->out_off = 0;

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -499,5 +501,60 @@ Test(mount_sync_unmount, the_flush_timeout_of_one_store_cancels_nothing_of_anoth
     free(b_out);
     sy_clear_faults();
     cr_expect(mnt_is_mounted(mnt_b), "store B is not mounted any more");
+    free(store_b);
+}
+
+/* A client of the control socket that sends its line in time is answered
+ * even when another client's unmount held the daemon's main thread past
+ * that client's 5 s (here the final sync of store B waits 7 s for the
+ * server).  Before the fix it was closed unanswered when the unmount
+ * ended: its 5 s had run out while nobody could read it. */
+Test(mount_sync_unmount, a_client_that_sent_its_line_during_an_unmount_is_answered)
+{
+    char *store_b = t_create_store(&E.msd, "Unmount B");
+    cr_assert_not_null(store_b);
+    char mnt_b[400], opts[700], fault[600];
+    snprintf(mnt_b, sizeof(mnt_b), "%s/b", E.mnt);
+    snprintf(opts, sizeof(opts), "--sync-interval 3600 --flush-timeout 20 --store %s:%s",
+             store_b, mnt_b);
+    sy_mount(false, opts);
+    sy_after_sync();
+    snprintf(fault, sizeof(fault), "{\"action\":\"latency\",\"latency_ms\":7000,\"count\":0,"
+             "\"path\":\"/v1/memory_stores/%s*\"}", store_b);
+    sy_fault(fault);
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    char sock[400];
+    snprintf(sock, sizeof(sock), "%s/daemon-%d.sock", E.run, (int)pid);
+    cr_assert_lt(strlen(sock), sizeof(a.sun_path), "%s: too long for a socket", sock);
+    memcpy(a.sun_path, sock, strlen(sock) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "%s: %s", a.sun_path,
+                 strerror(errno));
+    /* The unmount of B starts; this client sends its line 1 s after its
+     * connect, while the main thread runs that unmount. */
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        close(fd);
+        _exit(mnt_sh(&E, NULL, "$MFS unmount '%s'", mnt_b) == 0 ? 0 : 1);
+    }
+    sleep(1);
+    cr_assert_eq(send(fd, "status\n", 7, MSG_NOSIGNAL), 7);
+    char buf[8192];
+    size_t len = 0;
+    for (ssize_t r; len < sizeof(buf) - 1 &&
+                    (r = recv(fd, buf + len, sizeof(buf) - 1 - len, 0)) > 0;)
+        len += (size_t)r;
+    buf[len] = '\0';
+    close(fd);
+    int st = 0;
+    waitpid(child, &st, 0);
+    sy_clear_faults();
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the unmount of B failed");
+    cr_expect(len >= 3 && strcmp(buf + len - 3, "ok\n") == 0,
+              "the client was closed without its answer: '%s'", buf);
     free(store_b);
 }

@@ -150,6 +150,13 @@ int api_memories_fetch(struct http_client *c, const char *store_id, struct api_f
         mem_path(&paths[m], store_id, f[i].memory_id);
         jbuf_adds(&paths[m], "?view=full");
         if (paths[m].oom) {
+            /* Every item not sent ends with the error: none reads as
+             * fetched (err 0, no content). */
+            for (size_t j = i; j < n; j++)
+                if (!f[j].err)
+                    f[j].err = -ENOMEM;
+            for (size_t k = 0; k < m; k++)
+                f[idx[k]].err = -ENOMEM;
             rc = -ENOMEM;
             goto out;
         }
@@ -164,6 +171,12 @@ int api_memories_fetch(struct http_client *c, const char *store_id, struct api_f
         if (!it->err) {
             const char *what;
             it->err = apip_memory_doc(calls[k].resp, calls[k].resp_len, true, &it->mem, &what);
+            if (!it->err && (!it->mem.id || strcmp(it->mem.id, it->memory_id) != 0)) {
+                /* Another memory's document: its bytes are not this one's. */
+                api_memory_clear(&it->mem);
+                it->err = -EPROTO;
+                what = "an answer about another memory than the one asked for";
+            }
             if (it->err == -EPROTO)
                 api_malformed(&calls[k], what, &it->e);
         }

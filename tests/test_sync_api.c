@@ -313,3 +313,50 @@ Test(api, batch_mixed_results)
     api_memory_clear(&a);
     api_memory_clear(&d);
 }
+
+/* An answer to a single GET that is another memory's document (a proxy's
+ * cache, a server's bug) is refused: its bytes are not the memory asked
+ * for.  Before the fix it was taken as that memory's content. */
+Test(api, a_fetch_answered_with_another_memory_is_refused)
+{
+    struct api_memory a, b;
+    make("/asked.md", "asked\n", &a);
+    make("/other.md", "other\n", &b);
+    struct api_fetch f = {.memory_id = b.id};
+    cr_assert_eq(api_memories_fetch(cli, store, &f, 1), 0);
+    /* memstored answers the GET of a with b's document. */
+    cJSON *fault = cJSON_CreateObject();
+    cJSON_AddStringToObject(fault, "action", "reply");
+    cJSON_AddStringToObject(fault, "method", "GET");
+    char path[300];
+    snprintf(path, sizeof(path), "/v1/memory_stores/%s/memories/%s", store, a.id);
+    cJSON_AddStringToObject(fault, "path", path);
+    cJSON *body = cJSON_CreateObject();
+    cJSON_AddStringToObject(body, "type", "memory");
+    cJSON_AddStringToObject(body, "id", b.id);
+    cJSON_AddStringToObject(body, "path", "/other.md");
+    cJSON_AddStringToObject(body, "content", "other\n");
+    cJSON_AddStringToObject(body, "content_sha256", b.sha);
+    cJSON_AddNumberToObject(body, "content_size_bytes", 6);
+    cJSON_AddStringToObject(body, "memory_version_id", b.version_id);
+    cJSON_AddStringToObject(body, "created_at", "2026-12-01T00:00:00Z");
+    cJSON_AddStringToObject(body, "updated_at", "2026-12-01T00:00:00Z");
+    cJSON_AddItemToObject(fault, "body", body);
+    char *text = cJSON_PrintUnformatted(fault);
+    cJSON_Delete(fault);
+    struct tresp r = {0};
+    cr_assert_eq(t_admin(&srv, "POST", "/admin/faults", text, &r), 0);
+    T_ASSERT_STATUS(&r, 200);
+    tresp_free(&r);
+    free(text);
+    api_memory_clear(&f.mem);
+    f = (struct api_fetch){.memory_id = a.id};
+    cr_expect_eq(api_memories_fetch(cli, store, &f, 1), -EPROTO);
+    cr_expect_eq(f.err, -EPROTO, "another memory's document was taken: %s",
+                 f.mem.content ? f.mem.content : "(none)");
+    cr_expect_null(f.mem.content);
+    api_memory_clear(&f.mem);
+    api_error_clear(&f.e);
+    api_memory_clear(&a);
+    api_memory_clear(&b);
+}

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,27 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
     return rc;
 }
 
+/* The lock is taken before the listing of a large store, or a slow
+ * server, which can take minutes; the socket opens after (daemon.h). */
+bool control_setting_up(pid_t pid, int timeout_s)
+{
+    char path[4200];
+    if (rt_sock_path(pid, path, sizeof(path)) != 0)
+        return false;
+    struct stat st;
+    for (int64_t i = 0; i < (int64_t)timeout_s * 10; i++) {
+        if (lstat(path, &st) == 0)
+            return true;
+        if (kill(pid, 0) != 0 && errno == ESRCH)
+            return false;
+        if (i == 10)
+            fprintf(stderr, "memstorefs: the daemon (pid %d) is still setting up its mount; "
+                            "waiting for it\n", (int)pid);
+        usleep(100 * 1000);
+    }
+    return false;
+}
+
 struct unmount_ctx {
     const char *path; /* NULL: all */
     int found, failed, unpushed;
@@ -198,6 +220,8 @@ static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *in
      * file is held): 4,100 s covers the longest.  Its answer lines (what
      * it unmounted, what it could not push) go to stderr. */
     int rc = control_ask(info->pid, cmd, stderr, 4100);
+    if (rc == -ENOENT && control_setting_up(info->pid, 4100))
+        rc = control_ask(info->pid, cmd, stderr, 4100);
     if (rc == 1) {
         u->unpushed++;
     } else if (rc) {
@@ -298,6 +322,28 @@ static int status_one(void *arg, const char *file, const struct rt_lockinfo *inf
         return -ENOMEM;
     int rc = control_ask(info->pid, sc->json ? "status-json" : "status", m, 10);
     fclose(m);
+    if (rc == -ENOENT && kill(info->pid, 0) == 0) {
+        /* Its lock is taken, its control socket not open yet. */
+        if (sc->json) {
+            struct jbuf b = {0};
+            jbuf_adds(&b, "{\"memory_store_id\":");
+            jbuf_add_json_cstr(&b, info->store_id);
+            jbuf_adds(&b, ",\"mount_path\":");
+            jbuf_add_json_cstr(&b, info->mount_path);
+            jbuf_addf(&b, ",\"state\":\"mounting\",\"pid\":%d}\n", (int)info->pid);
+            if (!b.oom)
+                fputs(b.p, stdout);
+            jbuf_release(&b);
+        } else {
+            printf("%s  %s  MOUNTING (daemon pid %d is setting up the mount)\n", info->store_id,
+                   info->mount_path, (int)info->pid);
+        }
+        /* One line per store: the daemon's other stores are asked again. */
+        sc->n_asked--;
+        sc->shown++;
+        free(text);
+        return 0;
+    }
     if (!rc)
         fputs(text, stdout);
     else if (rc != -EIO) /* -EIO: it answered with an error, already printed */

@@ -251,6 +251,8 @@ static int sync_one(void *arg, const char *file, const struct rt_lockinfo *info,
     snprintf(cmd, sizeof(cmd), "%s%s%s", c->wait ? "sync-wait" : "sync",
              c->path ? " " : "-all", c->path ? info->mount_path : "");
     int rc = control_ask(info->pid, cmd, stdout, c->wait ? 3700 : 10);
+    if (rc == -ENOENT && control_setting_up(info->pid, c->wait ? 3700 : 10))
+        rc = control_ask(info->pid, cmd, stdout, c->wait ? 3700 : 10);
     if (rc == 1) {
         c->unpushed++;
     } else if (rc) {

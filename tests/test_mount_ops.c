@@ -279,3 +279,32 @@ Test(mount_ops, mtime_is_the_memory_updated_at)
     cr_expect_eq(mnt_sh(&E, NULL, "test %s/notes/b.md -nt %s/notes/a.md && "
                                   "ls -t %s/notes | head -n1 | grep -qx b.md", mp, mp, mp), 0);
 }
+
+/* A mount still setting up (the store's lock taken, the listing waiting
+ * for a slow server) is shown as mounting, and an unmount waits for it
+ * to be mounted, then unmounts it.  Before the fix both asked a control
+ * socket that did not exist yet: status said the daemon "did not answer:
+ * No such file or directory" and exited 1, and the unmount failed the
+ * same way while the mount went on and stayed. */
+Test(mount_ops, a_mount_being_set_up_is_shown_and_can_be_unmounted)
+{
+    struct tresp r = {0};
+    cr_assert_eq(t_admin(&E.msd, "POST", "/admin/faults",
+                         "{\"action\":\"latency\",\"latency_ms\":4000,\"count\":1,"
+                         "\"method\":\"GET\",\"path\":\"/v1/memory_stores/*/memories\"}", &r), 0);
+    T_ASSERT_STATUS(&r, 200);
+    tresp_free(&r);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s' --cache-dir \"$CACHE\" & "
+                    "while ! ls $MEMSTOREFS_RUNTIME_DIR/store-*.lock >/dev/null 2>&1; do "
+                    "sleep 0.05; done; sleep 0.3; "
+                    "$MFS status; echo \"status=$?\"; $MFS status --json; "
+                    "$MFS unmount '%s'; echo \"unmount=$?\"; wait; echo \"mount=$?\"",
+                    store, mp, mp);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "MOUNTING") && strstr(out, "\"state\":\"mounting\""), "%s", out);
+    cr_expect(strstr(out, "status=0\n"), "%s", out);
+    cr_expect(strstr(out, "unmount=0\n") && strstr(out, "mount=0\n"), "%s", out);
+    free(out);
+    cr_expect_not(mnt_is_mounted(mp), "the mount set up during the unmount stayed");
+}

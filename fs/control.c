@@ -225,7 +225,10 @@ static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *in
     if (rc == 1) {
         u->unpushed++;
     } else if (rc) {
-        if (rc != -EIO)
+        if (rc == -ENOENT && kill(info->pid, 0) != 0)
+            fprintf(stderr, "memstorefs: the daemon (pid %d) of %s exited before its mount was "
+                            "done\n", (int)info->pid, info->mount_path);
+        else if (rc != -EIO)
             fprintf(stderr, "memstorefs: cannot reach the daemon (pid %d) of %s: %s\n",
                     (int)info->pid, info->mount_path, strerror(-rc));
         u->failed++;

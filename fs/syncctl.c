@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,7 +257,10 @@ static int sync_one(void *arg, const char *file, const struct rt_lockinfo *info,
     if (rc == 1) {
         c->unpushed++;
     } else if (rc) {
-        if (rc != -EIO)
+        if (rc == -ENOENT && kill(info->pid, 0) != 0)
+            fprintf(stderr, "memstorefs: the daemon (pid %d) of %s exited before its mount was "
+                            "done\n", (int)info->pid, info->mount_path);
+        else if (rc != -EIO)
             fprintf(stderr, "memstorefs: cannot reach the daemon (pid %d) of %s: %s\n",
                     (int)info->pid, info->mount_path, strerror(-rc));
         c->failed++;

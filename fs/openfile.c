@@ -153,16 +153,12 @@ static void set_dirty(struct ofile *f, int64_t now_ns, bool *first_dirty)
     f->ctime_ns = now_ns;
 }
 
-int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
-                bool *first_dirty)
+static int write_locked(struct ofile *f, const char *data, size_t size, uint64_t off,
+                        int64_t now_ns, bool *first_dirty)
 {
-    if (first_dirty)
-        *first_dirty = false;
-    pthread_mutex_lock(&f->lock);
     if (off > MEM_CONTENT_MAX_BYTES || size > MEM_CONTENT_MAX_BYTES - off) {
         /* `cat big > f`: the file was emptied, or written up to the limit. */
         f->cut = f->cut || f->dirty || f->unsaved || f->held;
-        pthread_mutex_unlock(&f->lock);
         return -EFBIG;
     }
     size_t end = (size_t)off + size;
@@ -176,6 +172,31 @@ int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, in
             f->len = end;
         set_dirty(f, now_ns, first_dirty);
     }
+    return rc;
+}
+
+int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
+                bool *first_dirty)
+{
+    if (first_dirty)
+        *first_dirty = false;
+    pthread_mutex_lock(&f->lock);
+    int rc = write_locked(f, data, size, off, now_ns, first_dirty);
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ofile_append(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
+                 bool *first_dirty, bool *moved)
+{
+    if (first_dirty)
+        *first_dirty = false;
+    *moved = false;
+    pthread_mutex_lock(&f->lock);
+    /* Not loaded: -EIO below, and the caller loads the buffer first. */
+    uint64_t end = f->loaded ? f->len : off;
+    int rc = write_locked(f, data, size, end, now_ns, first_dirty);
+    *moved = !rc && end != off;
     pthread_mutex_unlock(&f->lock);
     return rc;
 }

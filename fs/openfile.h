@@ -71,6 +71,12 @@ void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sh
  * (not for a file this open created: the cache has it dirty already). */
 int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
                 bool *first_dirty);
+/* The same for a descriptor opened with O_APPEND: the bytes go at the end
+ * of the buffer, wherever the kernel put them (off: its idea of the size,
+ * stale when the store changed the file since it last asked); *moved
+ * says they went elsewhere than off, so its pages and size are wrong. */
+int ofile_append(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
+                 bool *first_dirty, bool *moved);
 /* Sets the length (zero-filling growth); -EFBIG past the limit.  Marks the
  * buffer loaded (a truncation to 0 needs no content). */
 int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, bool *first_dirty);

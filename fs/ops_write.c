@@ -336,16 +336,25 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
         fuse_reply_err(req, f ? EINVAL : EBADF);
         return;
     }
-    bool first = false;
-    int rc = ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), &first);
+    bool first = false, moved = false, append = (fi->flags & O_APPEND) != 0;
+    int rc = append ? ofile_append(f, buf, size, (uint64_t)off, ops_now_ns(), &first, &moved)
+                    : ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), &first);
     if (rc == -EIO && ops_load(s, f) == 0) /* unloaded: the store won over an earlier edit */
-        rc = ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), &first);
+        rc = append ? ofile_append(f, buf, size, (uint64_t)off, ops_now_ns(), &first, &moved)
+                    : ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), &first);
     if (!rc && first)
         rc = cache_mark_dirty(s->cache, f->row);
-    if (rc)
+    if (rc) {
         fuse_reply_err(req, -rc);
-    else
-        fuse_reply_write(req, size);
+        return;
+    }
+    fuse_reply_write(req, size);
+    /* An append the kernel placed at a size that the store's version had
+     * changed (the attributes were invalidated, not read again): the
+     * bytes went at the end, and its pages and size are dropped, after
+     * the answer (the write holds those pages locked until it has it). */
+    if (moved)
+        fs_notify_reverted(s, f->row);
 }
 
 /* A close answered the moment its content is durable (its journal

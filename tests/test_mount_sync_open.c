@@ -194,3 +194,48 @@ Test(mount_sync_open, a_remote_move_with_new_content_reaches_a_reader_of_a_file_
     close(fd2);
     close(fd);
 }
+
+/* An append after a remote update goes at the end of the store's version:
+ * by a new `>>` and by a writer that held the file open with O_APPEND
+ * since before the update.  Before the fix the kernel placed the held
+ * writer's bytes at the size it had cached (the update invalidates the
+ * attributes; nothing reads them again before a write), and the daemon
+ * wrote them there: "a mheld\nonger remote line" over a longer version,
+ * NUL bytes after a shorter one; and that was pushed. */
+Test(mount_sync_open, an_append_after_a_remote_update_goes_at_its_end)
+{
+    char *id = sy_id("/f.md");
+    sy_after_sync();
+    char path[600];
+    snprintf(path, sizeof(path), "%s/f.md", mnt);
+    int fd = open(path, O_WRONLY | O_APPEND);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"a much longer remote line\\n\"}"), 200);
+    sy_after_sync();
+    cr_assert_eq(write(fd, "held\n", 5), 5);
+    cr_assert_eq(close(fd), 0);
+    cr_assert_eq(sy_run(NULL, "echo new >> f.md"), 0);
+    char *out = NULL;
+    sy_run(&out, "cat f.md");
+    cr_expect_str_eq(out, "a much longer remote line\nheld\nnew\n");
+    free(out);
+    sy_after_sync();
+    /* Shorter in the store: the append went past its end (NUL bytes). */
+    fd = open(path, O_WRONLY | O_APPEND);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"short\\n\"}"), 200);
+    sy_after_sync();
+    cr_assert_eq(write(fd, "held\n", 5), 5);
+    cr_assert_eq(close(fd), 0);
+    sy_run(&out, "od -c f.md | head -3");
+    char *got = NULL;
+    sy_run(&got, "cat f.md");
+    cr_expect_str_eq(got, "short\nheld\n", "%s", out);
+    free(got);
+    free(out);
+    sy_after_sync();
+    char *c = sy_content("/f.md");
+    cr_expect_str_eq(c ? c : "(none)", "short\nheld\n", "the store holds another version");
+    free(c);
+    free(id);
+}

@@ -6,8 +6,11 @@
  * may wait for a request in flight on the same directory) cannot
  * deadlock.  One exception, an inode's pages and attributes only
  * (fs_notify_reverted): a FLUSH, FSYNC or RELEASE whose cut edit was not
- * saved; the kernel holds no lock there that an inode's invalidation
- * takes (pages and attributes; no directory, no i_rwsem), and the thread
+ * saved, an OPEN or a SETATTR by path that ends an edit lost to the store,
+ * and a WRITE with O_APPEND the kernel placed at a stale size (after its
+ * answer: the write holds its pages locked until then); the kernel holds
+ * no lock there that an inode's invalidation takes (pages and
+ * attributes; no directory, no i_rwsem), and the thread
  * hands the reading of requests to another first (fsloop_blocking), so a
  * read or write holding a page lock is answered.  ENOENT from the
  * kernel just means it had nothing cached. */

@@ -512,6 +512,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, -rc);
         return;
     }
+    /* The kernel's pages and size were the lost edit's: dropped before
+     * the answer, so that the opener's first read (which the kernel
+     * clips to a size it thinks current) sees the store's version.  An
+     * open holds no page of the inode locked. */
+    if (dropped)
+        fs_notify_reverted(s, f->row);
     ops_set_fh(fi, f, writing);
     fi->keep_cache = !dropped; /* the kernel's pages held the lost edit */
     /* A reader has nothing to save at close: no FLUSH round trip. */

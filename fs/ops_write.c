@@ -74,12 +74,19 @@ static void reply_attr(fuse_req_t req, struct fs_store *s, uint64_t row)
 
 /* Resizes a file through its buffer: the handle's, or (truncate by path)
  * a temporary reference flushed at once. */
-static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, uint64_t size)
+static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, uint64_t size,
+                  bool *dropped)
 {
+    *dropped = false;
     struct ofile *f = open_f ? open_f : ofile_get(row);
     if (!f)
         return -ENOMEM;
     int rc = size > MEM_CONTENT_MAX_BYTES ? -EFBIG : 0;
+    /* By path, a writer of its own: it starts from the store's version,
+     * not from an edit that lost to it which writers still hold (as an
+     * open for writing does, ops.c). */
+    if (!rc && !open_f)
+        rc = ofile_end_lost(f, s->cache, dropped);
     bool first = false;
     if (!rc && size > 0)
         rc = ops_load(s, f);
@@ -111,7 +118,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         fuse_reply_err(req, -rc);
         return;
     }
-    bool is_dir = n.is_dir;
+    bool is_dir = n.is_dir, dropped = false;
     cnode_clear(&n);
     /* Modes and owners are fixed; asking for what already is succeeds (sed
      * -i and cp -p copy them onto a new file), any change is EPERM. */
@@ -127,7 +134,7 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         else if (attr->st_size < 0)
             rc = -EINVAL;
         else
-            rc = resize(s, row, fi ? ops_ofile(fi) : NULL, (uint64_t)attr->st_size);
+            rc = resize(s, row, fi ? ops_ofile(fi) : NULL, (uint64_t)attr->st_size, &dropped);
     }
     bool set_m = to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW);
     bool set_a = to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW);
@@ -143,6 +150,11 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
             ofile_put(f);
         }
     }
+    /* The kernel's pages held the lost edit (a truncate keeps those below
+     * the new size): dropped before the answer, which sets the size.  A
+     * setattr holds no page of the inode locked. */
+    if (dropped)
+        fs_notify_reverted(s, row);
     if (rc)
         fuse_reply_err(req, -rc);
     else
@@ -437,8 +449,9 @@ void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
         uint64_t size = n.size;
         if (!rc)
             cnode_clear(&n);
+        bool dropped; /* an open handle's: never set */
         if (!rc && end > size)
-            rc = resize(s, f->row, f, end);
+            rc = resize(s, f->row, f, end, &dropped);
     }
     fuse_reply_err(req, -rc);
 }

@@ -4,8 +4,10 @@
  * bytes kept in the cache as a conflict record that can be read back; a
  * memory deleted remotely but edited locally is re-created from the file. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -232,6 +234,58 @@ Test(mount_sync_conflict, a_new_writer_after_a_lost_edit_is_saved_as_any_other)
     char *kept = records_at("/c.md");
     cr_expect_str_eq(kept, "LOCAL1", "the records are not the lost edit's alone");
     free(kept);
+    free(id);
+}
+
+/* `truncate FILE` after an edit lost to the store is a new writer's
+ * change too: it cuts the store's version and is pushed.  Before the fix
+ * the truncated lost edit went into a record, `truncate` exited 0, and
+ * the file showed the store's version whole once the writer closed. */
+Test(mount_sync_conflict, a_truncate_by_path_after_a_lost_edit_cuts_the_store_s_version)
+{
+    char *id = NULL;
+    int fd = lose_a_saved_edit("the store's version", &id);
+    char *out = NULL, path[600];
+    snprintf(path, sizeof(path), "%s/c.md", mnt);
+    /* truncate(2) itself: truncate(1) opens the file first. */
+    cr_assert_eq(truncate(path, 9), 0, "%s", strerror(errno));
+    cr_assert_eq(sy_run(&out, "cat c.md"), 0, "%s", out);
+    cr_expect_str_eq(out, "the store", "the file is not the store's version cut");
+    free(out);
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync();
+    sy_run(&out, "cat c.md");
+    cr_expect_str_eq(out, "the store", "the truncate did not last");
+    free(out);
+    char *c = sy_content("/c.md");
+    cr_expect_str_eq(c ? c : "(none)", "the store", "the truncate did not reach the store");
+    free(c);
+    char *kept = records_at("/c.md");
+    cr_expect_str_eq(kept, "LOCAL1", "the records are not the lost edit's alone");
+    free(kept);
+    free(id);
+}
+
+/* A new writer that opens the file without truncating it, after an edit
+ * that lost to the store, reads the store's version whole: the kernel's
+ * size was the lost edit's. */
+Test(mount_sync_conflict, a_new_writer_after_a_lost_edit_reads_the_store_s_version_whole)
+{
+    char *id = NULL;
+    int fd = lose_a_saved_edit("the store's version, much longer than the file was", &id);
+    char path[600], buf[200];
+    snprintf(path, sizeof(path), "%s/c.md", mnt);
+    int fd2 = open(path, O_RDWR);
+    cr_assert_geq(fd2, 0);
+    ssize_t n = read(fd2, buf, sizeof(buf) - 1);
+    cr_assert_geq(n, 0);
+    buf[n] = '\0';
+    cr_expect_str_eq(buf, "the store's version, much longer than the file was\n");
+    struct stat sb;
+    cr_assert_eq(fstat(fd2, &sb), 0);
+    cr_expect_eq(sb.st_size, (off_t)strlen("the store's version, much longer than the file was\n"));
+    cr_assert_eq(close(fd2), 0);
+    cr_assert_eq(close(fd), 0);
     free(id);
 }
 

@@ -375,8 +375,20 @@ int ops_fetch(struct fs_store *s, const struct cnode *n)
     int rc = syncer_fetch(s->sync, s->sync_idx, n->memory_id, n->sha);
     if (rc == -ESTALE) {
         /* The memory changed again since it was listed: the sync thread
-         * was kicked to bring the node to it; try again. */
-        usleep(250 * 1000);
+         * was kicked to bring the node to it (and to tell the kernel).
+         * Wait for that, 10 s at most, then try again.  (A quarter of a
+         * second a try, four tries, gave EIO whenever that sync took
+         * longer: a slow version feed, another store's sync first.) */
+        for (int i = 0; i < 200; i++) {
+            usleep(50 * 1000);
+            struct cnode now;
+            if (cache_getattr(s->cache, n->ino, &now) != 0)
+                break;
+            bool moved = strcmp(now.sha, n->sha) != 0 || strcmp(now.memory_id, n->memory_id);
+            cnode_clear(&now);
+            if (moved)
+                break;
+        }
         rc = 0;
     }
     return rc;

@@ -315,3 +315,29 @@ Test(mount_cache, a_failed_download_at_an_open_is_an_io_error)
     cr_expect_str_eq(out, "2000\n", "the file does not read whole once the server answers");
     free(out);
 }
+
+/* An open of a file whose content is not in the cache, right after the
+ * memory changed in the store (the download finds bytes other than the
+ * listed ones), waits for the sync that brings the file to that version,
+ * however slow, and reads it.  Before the fix it tried four times a
+ * quarter of a second apart, then failed with EIO whenever that sync took
+ * longer (here the version feed answers in 3 s). */
+Test(mount_cache, an_open_right_after_a_remote_edit_of_an_evicted_file_reads_it)
+{
+    static char body[2001];
+    memset(body, 'c', 2000);
+    char *id = t_create_memory(&E.msd, store, "/c.md", body);
+    cr_assert_not_null(id);
+    sy_mount(false, "--cache-max-size 1K");
+    cJSON_Delete(wait_evicted(1));
+    sy_fault("{\"action\":\"latency\",\"latency_ms\":3000,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"the store's new version\\n\"}"), 200);
+    char *out = NULL;
+    int rc = sy_run(&out, "cat c.md 2>&1");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect_str_eq(out ? out : "", "the store's new version\n");
+    free(out);
+    sy_clear_faults();
+    free(id);
+}

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,7 +153,7 @@ int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file, struct r
         return rc;
     char why[900];
     int f = -1;
-    for (int attempt = 0;; attempt++) {
+    for (int attempt = 0, waited_ms = 0;;) {
         f = priv_open(path, O_RDWR | O_CREAT | O_EXCL, why, sizeof(why));
         if (f == -EEXIST)
             f = priv_open(path, O_RDWR, why, sizeof(why));
@@ -162,14 +163,26 @@ int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file, struct r
         }
         if (flock(f, LOCK_EX | LOCK_NB) != 0) {
             rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-            if (other)
-                read_info(f, other);
+            struct rt_lockinfo held;
+            read_info(f, &held);
             close(f);
+            /* Held, but by no daemon: a command looking at the locks
+             * (status, sync, unmount --all take each one shared for a
+             * moment to see whether a daemon is behind it) or a daemon
+             * that has just made the file and not written it yet. */
+            if (rc == -EBUSY && waited_ms < 2000 &&
+                (held.pid <= 0 || (kill(held.pid, 0) != 0 && errno == ESRCH))) {
+                usleep(20 * 1000);
+                waited_ms += 20;
+                continue;
+            }
+            if (other)
+                *other = held;
             return rc;
         }
         /* The daemon that held it may have removed it meanwhile: a lock on
          * a file that no longer has the name locks nothing. */
-        if (same_file(f, path) || attempt == 3)
+        if (same_file(f, path) || ++attempt == 4)
             break;
         close(f);
     }
@@ -220,6 +233,13 @@ int rt_each_lock(rt_lock_fn fn, void *arg)
         }
         struct rt_lockinfo info;
         read_info(f, &info);
+        /* No pid yet: a daemon between the file's creation and its first
+         * write (or one that died there).  Nothing to show or ask; it is
+         * never probed, so its lock stays free for that daemon. */
+        if (info.pid <= 0) {
+            close(f);
+            continue;
+        }
         bool alive = flock(f, LOCK_SH | LOCK_NB) != 0;
         rc = fn(arg, path, &info, alive);
         close(f);

@@ -5,14 +5,18 @@
  * status and list of what it left unpushed, the listing progress on a
  * terminal, content cached / total in status, and mtime = updated_at. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -307,4 +311,39 @@ Test(mount_ops, a_mount_being_set_up_is_shown_and_can_be_unmounted)
     cr_expect(strstr(out, "unmount=0\n") && strstr(out, "mount=0\n"), "%s", out);
     free(out);
     cr_expect_not(mnt_is_mounted(mp), "the mount set up during the unmount stayed");
+}
+
+/* A command that looks at the store's lock file (status, sync, unmount
+ * --all take each one shared for a moment, to see whether a daemon holds
+ * it) while a mount of that store starts: the mount waits for it and
+ * goes on.  Before the fix it was refused at once: "already mounted on
+ * this host at ? (memstorefs pid 0)". */
+Test(mount_ops, a_lock_file_looked_at_while_the_mount_starts_is_taken)
+{
+    char lock[700];
+    snprintf(lock, sizeof(lock), "%s/store-%s.lock", E.run, store);
+    int fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    cr_assert_geq(fd, 0, "%s: %s", lock, strerror(errno));
+    cr_assert_eq(flock(fd, LOCK_SH), 0); /* a file no daemon wrote yet, looked at */
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        close(fd);
+        char *out = NULL;
+        int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s' --cache-dir \"$CACHE\"", store, mp);
+        if (rc)
+            fprintf(stderr, "%s", out ? out : "");
+        _exit(rc == 0 ? 0 : 1);
+    }
+    usleep(300 * 1000);
+    cr_assert_eq(flock(fd, LOCK_UN), 0);
+    close(fd);
+    int st = 0;
+    waitpid(child, &st, 0);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the mount was refused");
+    cr_expect(mnt_is_mounted(mp), "not mounted");
+    char *out = NULL;
+    cr_expect_eq(mnt_sh(&E, &out, "cat '%s/notes/a.md'", mp), 0, "%s", out);
+    cr_expect_str_eq(out ? out : "", "alpha\n");
+    free(out);
 }

@@ -319,19 +319,31 @@ static void text_store(struct daemon *d, struct fs_store *s, FILE *f,
 static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
 {
     struct cache_store_stats st;
-    if (cache_store_stats(d->cache, s->id, &st) != 0)
+    int src = cache_store_stats(d->cache, s->id, &st);
+    if (src != 0)
         memset(&st, 0, sizeof(st));
     struct cache_usage u;
     if (cache_usage(d->cache, &u) != 0)
         memset(&u, 0, sizeof(u));
     struct health hl;
     health_of(d, s, &hl);
+    /* Counts that could not be read are said to be unknown, never shown
+     * as zeros alone ("0 dirty": nothing left to push). */
     if (!json) {
         text_store(d, s, f, &st, &u, &hl);
+        if (src)
+            fprintf(f, "  cache           cannot read this store's counts (%s): the numbers "
+                       "above are not known\n", strerror(-src));
         return;
     }
     struct jbuf b = {0};
     json_store(d, s, &b, &st, &u, &hl);
+    if (src && !b.oom && b.len >= 2) {
+        b.len -= 2; /* "}\n" */
+        jbuf_adds(&b, ",\"counts_error\":");
+        jbuf_add_json_cstr(&b, strerror(-src));
+        jbuf_adds(&b, "}\n");
+    }
     if (!b.oom)
         fputs(b.p, f);
     jbuf_release(&b);

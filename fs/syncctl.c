@@ -123,8 +123,14 @@ static void *serve_wait(void *arg)
              * found it: a file refused by an earlier sync stays refused
              * (kept locally) until its content changes. */
             struct cache_store_stats cs;
-            if (cache_store_pending(w->d->cache, s->id, &cs) != 0)
+            int prc = cache_store_pending(w->d->cache, s->id, &cs);
+            if (prc != 0) {
+                /* Not known to be all pushed: said, and counted as left. */
                 memset(&cs, 0, sizeof(cs));
+                fprintf(m, "%s at %s: cannot read what is left unpushed: %s\n", s->id,
+                        s->mount_path, strerror(-prc));
+                unpushed = true;
+            }
             unsigned refused = rep.refused > cs.refused ? rep.refused : (unsigned)cs.refused;
             fprintf(m, "%s at %s: synced; pushed %u, deleted %u, conflicts %u, refused %u, "
                        "pending %u\n", s->id, s->mount_path, rep.pushed, rep.deleted,

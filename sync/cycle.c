@@ -383,14 +383,16 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
         engine_prefetch(s, idx, ENGINE_FETCH_SLICE);
 
     struct cache_store_stats after;
-    if (cache_store_pending(s->c, st->id, &after) == 0) {
-        /* Deletions this process may not send (log_only, disabled, the
-         * deletion's own mode) are kept, not pending. */
-        uint64_t kept = cycle_mode(s) == REC_DEL_ENABLED ? after.kept_deletions : after.tombstones;
-        cy.rep.pending = (unsigned)(after.dirty + after.tombstones - kept);
-        cy.rep.kept_deletions = (unsigned)kept;
-        cy.rep.unsaved = (unsigned)after.unsaved;
-    }
+    /* What is left is part of the answer: not known, the sync fails
+     * (a report of "pending 0" would say everything was pushed). */
+    if ((rc = cache_store_pending(s->c, st->id, &after)) != 0)
+        goto fail;
+    /* Deletions this process may not send (log_only, disabled, the
+     * deletion's own mode) are kept, not pending. */
+    uint64_t kept = cycle_mode(s) == REC_DEL_ENABLED ? after.kept_deletions : after.tombstones;
+    cy.rep.pending = (unsigned)(after.dirty + after.tombstones - kept);
+    cy.rep.kept_deletions = (unsigned)kept;
+    cy.rep.unsaved = (unsigned)after.unsaved;
     snprintf(why, whylen, "ok");
     goto out;
 fail:

@@ -113,6 +113,21 @@ int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s)
     return rc;
 }
 
+/* Whether a process accepts connections on the socket at path. */
+static bool sock_listened(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(a.sun_path))
+        return false;
+    memcpy(a.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return true; /* not known: kept */
+    bool up = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 || errno != ECONNREFUSED;
+    close(fd);
+    return up;
+}
+
 /* Detaches a dead mount (its daemon was killed) and removes what it made;
  * only a fuse.memstorefs mount of the store the lock names is detached. */
 static int clean_dead(const char *file, const struct rt_lockinfo *info)
@@ -154,8 +169,11 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
             mountdir_rmdir(info->created[i]);
         priv_unlink(file, S_IFREG);
         char sock[4200];
-        if (info->pid > 0 && rt_sock_path(info->pid, sock, sizeof(sock)) == 0)
-            priv_unlink(sock, S_IFSOCK); /* the dead daemon's control socket */
+        /* The dead daemon's control socket, unless a live daemon that got
+         * its pid since listens there. */
+        if (info->pid > 0 && rt_sock_path(info->pid, sock, sizeof(sock)) == 0 &&
+            !sock_listened(sock))
+            priv_unlink(sock, S_IFSOCK);
     }
     if (rc)
         fprintf(stderr, "memstorefs: cannot detach the dead mount at %s\n", info->mount_path);

@@ -101,9 +101,17 @@ static const char *mount_target(const struct fs_store *s, const struct mount_opt
 int fsmount_start(struct fs_store *s, const struct mount_opts *o)
 {
     char opts[2048];
-    snprintf(opts, sizeof(opts), "fsname=memstorefs:%s,subtype=memstorefs,default_permissions%s%s%s%s",
-             s->id, shared_by_owner(o) ? ",allow_other" : "", s->read_only ? ",ro" : "",
-             o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
+    /* The caller's -o options first: the daemon's own come after and win
+     * (a later "rw" cleared the kernel's read-only flag of a read-only
+     * store; an "fsname=" hid the mount from the dead-mount cleanup). */
+    int n = snprintf(opts, sizeof(opts),
+                     "%s%sfsname=memstorefs:%s,subtype=memstorefs,default_permissions%s%s",
+                     o->fuse_opts ? o->fuse_opts : "", o->fuse_opts ? "," : "", s->id,
+                     shared_by_owner(o) ? ",allow_other" : "", s->read_only ? ",ro" : "");
+    if (n < 0 || (size_t)n >= sizeof(opts)) {
+        fprintf(stderr, "memstorefs: the -o options are too long (memory_store_id=%s)\n", s->id);
+        return -EINVAL;
+    }
     char prog[] = "memstorefs", dash_o[] = "-o";
     char *argv[] = {prog, dash_o, opts, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(3, argv);

@@ -155,7 +155,13 @@ int helper_main(int argc, char **argv)
         }
     }
     char store[8300];
-    snprintf(store, sizeof(store), "%s:%s%s", argv[1], argv[2], a.ro ? ":ro" : "");
+    /* The access always spelt out: --store takes one ":ro" or ":rw" off
+     * the end, so a mount point that itself ends so keeps its name. */
+    int sn = snprintf(store, sizeof(store), "%s:%s%s", argv[1], argv[2], a.ro ? ":ro" : ":rw");
+    if (!rc && (sn < 0 || (size_t)sn >= sizeof(store))) {
+        fprintf(stderr, "memstorefs: the memory store id and mount point are too long\n");
+        rc = 2;
+    }
     if (!rc)
         rc = push(&a, "--store");
     if (!rc)

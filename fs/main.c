@@ -2,6 +2,7 @@
  * status, sync, conflicts, flush; log, show, restore: history.c), their
  * --help (help.c), and the mount(8) helper form (helper.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -11,6 +12,20 @@
 int main(int argc, char **argv)
 {
     log_set_tag("memstorefs");
+    /* A relative runtime directory, made absolute once: a daemon in the
+     * background runs from "/" and would find its lock files and socket
+     * elsewhere than the commands that made them. */
+    const char *rt = getenv("MEMSTOREFS_RUNTIME_DIR");
+    if (rt && *rt && rt[0] != '/') {
+        char *abs = cli_abs_path(rt);
+        if (!abs || setenv("MEMSTOREFS_RUNTIME_DIR", abs, 1) != 0) {
+            fprintf(stderr, "memstorefs: MEMSTOREFS_RUNTIME_DIR '%s' cannot be made absolute\n",
+                    rt);
+            free(abs);
+            return 1;
+        }
+        free(abs);
+    }
     if (helper_form(argc, argv))
         return helper_main(argc, argv);
     if (argc < 2) {

@@ -82,15 +82,51 @@ static bool nested(const char *a, const char *b)
     return strncmp(a, b, n) == 0 && (b[n] == '/' || b[n] == '\0');
 }
 
+/* Whether p holds a control character (a line break would forge lines
+ * of the store's lock file, which the dead-mount cleanup acts on). */
+static bool has_control(const char *p)
+{
+    for (; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return true;
+    return false;
+}
+
+/* What a mount at path would hide: the daemon's own files below it. */
+static int hides_own_files(const struct mount_opts *o, const struct session_store *s)
+{
+    char rt[4096];
+    const char *what = NULL, *where = NULL;
+    if (o->cache_dir && nested(s->mount_path, o->cache_dir))
+        what = "the cache directory", where = o->cache_dir;
+    else if (rt_dir_name(rt, sizeof(rt)) == 0 && rt[0] == '/' && nested(s->mount_path, rt))
+        what = "the runtime directory", where = rt;
+    else if (o->log_file && o->log_file[0] == '/' && nested(s->mount_path, o->log_file))
+        what = "the log file", where = o->log_file;
+    if (!what)
+        return 0;
+    fprintf(stderr, "memstorefs: the memory store's path %s (memory_store_id=%s) would hide %s "
+                    "%s; mount it elsewhere\n", s->mount_path, s->id, what, where);
+    return -EINVAL;
+}
+
 int mountdir_check(const struct mount_opts *o)
 {
     for (size_t i = 0; i < o->n_stores; i++) {
         const struct session_store *s = &o->stores[i];
-        if (!clean_absolute(s->mount_path)) {
+        if (!clean_absolute(s->mount_path) || has_control(s->mount_path)) {
             fprintf(stderr, "memstorefs: memory store mount_path is not a clean absolute path: "
                             "\"%s\" (memory_store_id=%s)\n", s->mount_path, s->id);
             return -EINVAL;
         }
+        if (strlen(s->id) > MOUNTDIR_ID_MAX) {
+            fprintf(stderr, "memstorefs: memory store id too long (%zu characters, at most %d): "
+                            "%.40s...\n", strlen(s->id), MOUNTDIR_ID_MAX, s->id);
+            return -EINVAL;
+        }
+        int hrc = hides_own_files(o, s);
+        if (hrc)
+            return hrc;
         for (size_t j = 0; j < i; j++) {
             if (strcmp(o->stores[j].id, s->id) == 0) {
                 fprintf(stderr, "memstorefs: memory store %s is listed twice\n", s->id);

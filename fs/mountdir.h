@@ -6,8 +6,14 @@
 #include "fs.h"
 #include "runtime.h"
 
+/* The longest memory store id taken (the store's lock file records it). */
+#define MOUNTDIR_ID_MAX 127
+
 /* Refuses (0 or a negative errno, the reason printed on stderr) a session
- * whose mount paths are not clean and absolute, overlap, or exist. */
+ * whose mount paths are not clean and absolute (control characters
+ * included), overlap, exist, or would hide the daemon's own cache
+ * directory, runtime directory or log file; or whose store ids are longer
+ * than MOUNTDIR_ID_MAX. */
 int mountdir_check(const struct mount_opts *o);
 /* mkdir -p of s->mount_path, recording the directories created in s and
  * in info (for the lock file), without going through a symbolic link

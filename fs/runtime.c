@@ -29,12 +29,11 @@ const char *rt_error(void)
     return last_why;
 }
 
-int rt_dir(char *buf, size_t len)
+int rt_dir_name(char *buf, size_t len)
 {
     const char *env = getenv("MEMSTOREFS_RUNTIME_DIR");
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     int n;
-    last_why[0] = '\0';
     if (env && *env)
         n = snprintf(buf, len, "%s", env);
     else if (geteuid() == 0)
@@ -43,10 +42,17 @@ int rt_dir(char *buf, size_t len)
         n = snprintf(buf, len, "%s/memstorefs", xdg);
     else
         n = snprintf(buf, len, "/tmp/memstorefs-%u", (unsigned)geteuid());
-    if (n < 0 || (size_t)n >= len)
-        return -ENAMETOOLONG;
+    return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+int rt_dir(char *buf, size_t len)
+{
+    last_why[0] = '\0';
+    int rc = rt_dir_name(buf, len);
+    if (rc)
+        return rc;
     char why[900];
-    int rc = priv_dir(buf, PRIV_REFUSE, why, sizeof(why));
+    rc = priv_dir(buf, PRIV_REFUSE, why, sizeof(why));
     if (rc < 0) {
         snprintf(last_why, sizeof(last_why), "the runtime directory is not safe to use: %s",
                  why);

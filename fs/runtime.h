@@ -13,6 +13,8 @@
  * an existing one is used only when it is ours with mode 0700 (else
  * -EPERM, -ELOOP or -ENOTDIR, the reason in rt_error()). */
 int rt_dir(char *buf, size_t len);
+/* Its path only: nothing is created or checked. */
+int rt_dir_name(char *buf, size_t len);
 /* The reason of the last refusal of the runtime directory or of a lock
  * file ("" when none). */
 const char *rt_error(void);

@@ -127,6 +127,17 @@ static bool set(const char *s)
     return s && *s;
 }
 
+/* Whether a credential holds a byte no HTTP header may carry (a secret
+ * copied with its trailing newline, as a file or a Kubernetes secret
+ * turned into a variable often gives). */
+static bool has_control(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    return false;
+}
+
 int cred_resolve(const char *work_secret, const char *api_key, const char *auth_token,
                  const char *base_url, struct mfs_cred *out, char *why, size_t whylen)
 {
@@ -141,6 +152,22 @@ int cred_resolve(const char *work_secret, const char *api_key, const char *auth_
                 "fragment");
         return -EINVAL;
     }
+    /* A user or password in the URL would be printed wherever the
+     * endpoint is named (errors, the log, status). */
+    const char *host = strstr(url, "://") + 3;
+    const char *host_end = host + strcspn(host, "/");
+    if (memchr(host, '@', (size_t)(host_end - host))) {
+        why_set(why, whylen, "ANTHROPIC_BASE_URL must not carry a user name or password");
+        return -EINVAL;
+    }
+    const char *bad = set(api_key) && has_control(api_key)       ? "ANTHROPIC_API_KEY"
+                      : set(auth_token) && has_control(auth_token) ? "ANTHROPIC_AUTH_TOKEN"
+                                                                   : NULL;
+    if (bad) {
+        why_set(why, whylen, "%s holds a line break or another control character (a secret "
+                "copied with its trailing newline?); remove it", bad);
+        return -EINVAL;
+    }
     int rc = -ENOMEM;
     if (!(out->base_url = strdup(url)))
         goto fail;
@@ -153,6 +180,11 @@ int cred_resolve(const char *work_secret, const char *api_key, const char *auth_
         rc = work_secret_token(work_secret, &tok);
         if (rc == -ENOMEM)
             goto fail;
+        if (!rc && has_control(tok)) { /* no header can carry it */
+            free(tok);
+            tok = NULL;
+            rc = -EINVAL;
+        }
         if (!rc) {
             out->bearer = tok;
             out->source = "ANTHROPIC_WORK_SECRET";

@@ -347,3 +347,60 @@ Test(mount_ops, a_lock_file_looked_at_while_the_mount_starts_is_taken)
     cr_expect_str_eq(out ? out : "", "alpha\n");
     free(out);
 }
+
+/* Mount paths and ids the daemon refuses before mounting anything:
+ * a path that would hide its own cache directory (the FUSE mount covered
+ * cache.db), a path with a line break (it forged lines of the store's lock
+ * file, which the dead-mount cleanup acts on as root), an id too long for
+ * the lock file (two such ids shared one lock).  Each was taken before. */
+Test(mount_ops, paths_and_ids_that_would_break_the_daemon_are_refused)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/c2' --cache-dir '%s/c2/inner'", store,
+                    E.root, E.root);
+    cr_expect_neq(rc, 0, "a mount over its own cache directory");
+    cr_expect(out && strstr(out, "would hide the cache directory"), "%s", out);
+    free(out);
+    rc = mnt_sh(&E, &out, "$MFS mount --store \"%s:$MNT/x\ncreated=/tmp/victim\" "
+                          "--cache-dir \"$CACHE\"", store);
+    cr_expect_neq(rc, 0, "a mount path with a line break");
+    cr_expect(out && strstr(out, "not a clean absolute path"), "%s", out);
+    free(out);
+    char id[200];
+    memset(id, 'a', 150);
+    id[150] = '\0';
+    rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s' --cache-dir \"$CACHE\"", id, mp);
+    cr_expect_neq(rc, 0, "a 150-character id was taken");
+    cr_expect(out && strstr(out, "too long"), "%s", out);
+    free(out);
+    cr_expect_not(mnt_is_mounted(mp));
+}
+
+/* A read-only store stays read-only for the kernel whatever -o says: the
+ * caller's options used to come after the daemon's ",ro", and a "rw"
+ * there cleared the mount's read-only flag. */
+Test(mount_ops, o_rw_does_not_make_a_read_only_mount_writable_for_the_kernel)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s:ro' --cache-dir \"$CACHE\" -o rw && "
+                              "grep ' %s ' /proc/self/mountinfo", store, mp, mp);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, " ro,") || strstr(out, " ro "), "not mounted ro: %s", out);
+    free(out);
+}
+
+/* A relative MEMSTOREFS_RUNTIME_DIR names one directory for the daemon
+ * and the commands: the daemon (running from "/") looked for its lock
+ * file and socket elsewhere and left them behind at its unmount. */
+Test(mount_ops, a_relative_runtime_dir_is_cleaned_up_at_unmount)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "cd %s && export MEMSTOREFS_RUNTIME_DIR=rel-run && "
+                              "$MFS mount --store '%s:%s' --cache-dir \"$CACHE\" && "
+                              "ls rel-run | grep -c . && $MFS unmount '%s'", E.root, store, mp, mp);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    /* The daemon removes its socket as it exits, after its answer. */
+    cr_expect(mnt_wait_sh(&E, 10, "test -z \"$(ls %s/rel-run)\"", E.root),
+              "files left in the runtime directory");
+}

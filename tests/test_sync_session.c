@@ -331,3 +331,27 @@ Test(session, refusals)
         cr_assert_eq(n, 0);
     }
 }
+
+/* A credential no HTTP header can carry (a secret copied with its
+ * trailing newline) is refused with its variable named.  Before the fix
+ * the mount failed with "cannot use the API endpoint '...': Invalid
+ * argument", naming the endpoint.  A base URL with a user or password in
+ * it is refused: it was printed wherever the endpoint is named. */
+Test(cred, a_credential_with_a_line_break_or_a_url_with_a_password_is_refused,
+     .init = capture_log)
+{
+    struct mfs_cred c;
+    char why[256] = "";
+    cr_assert_eq(cred_resolve(NULL, "sk-x\n", NULL, NULL, &c, why, sizeof(why)), -EINVAL);
+    cr_expect(strstr(why, "ANTHROPIC_API_KEY") && strstr(why, "line break"), "%s", why);
+    cr_assert_eq(cred_resolve(NULL, NULL, "tok\r\n", NULL, &c, why, sizeof(why)), -EINVAL);
+    cr_expect(strstr(why, "ANTHROPIC_AUTH_TOKEN"), "%s", why);
+    cr_assert_eq(cred_resolve(NULL, "k", NULL, "https://u:secret@proxy.example/", &c, why,
+                              sizeof(why)),
+                 -EINVAL);
+    cr_expect(strstr(why, "password") && !strstr(why, "secret"), "%s", why);
+    /* An @ after the host is a path's, not a user's. */
+    cr_assert_eq(cred_resolve(NULL, "k", NULL, "https://proxy.example/a@b", &c, why, sizeof(why)),
+                 0);
+    cred_clear(&c);
+}

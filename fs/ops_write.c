@@ -150,15 +150,17 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
             ofile_put(f);
         }
     }
-    /* The kernel's pages held the lost edit (a truncate keeps those below
-     * the new size): dropped before the answer, which sets the size.  A
-     * setattr holds no page of the inode locked. */
-    if (dropped)
-        fs_notify_reverted(s, row);
     if (rc)
         fuse_reply_err(req, -rc);
     else
         reply_attr(req, s, row);
+    /* The kernel's pages held the lost edit (a truncate keeps those below
+     * the new size): dropped after the answer.  Not before: a truncate
+     * holds the inode's writes off (fuse_set_nowrite) until its answer,
+     * and the invalidation would wait for the write-back of a page mapped
+     * and dirtied meanwhile, for ever. */
+    if (dropped)
+        fs_notify_reverted(s, row);
 }
 
 void ops_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
@@ -258,7 +260,7 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
         struct cnode n;
         if ((rc = cache_lookup(s->cache, prow, name, &n)) != 0)
             break;
-        rc = ops_fetch(s, &n);
+        rc = ops_fetch(s, &n, false); /* it holds its directories' locks */
         if (rc)
             log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
                      "error", strerror(-rc));

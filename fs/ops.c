@@ -359,7 +359,7 @@ static void fetch_base(struct fs_store *s, uint64_t row)
         return;
     if (n.base_sha[0] && n.memory_id[0] && !cache_blob_has(s->cache, n.base_sha)) {
         snprintf(n.sha, sizeof(n.sha), "%s", n.base_sha);
-        int rc = ops_fetch(s, &n);
+        int rc = ops_fetch(s, &n, false);
         if (rc)
             log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
                      "error", strerror(-rc));
@@ -367,7 +367,7 @@ static void fetch_base(struct fs_store *s, uint64_t row)
     cnode_clear(&n);
 }
 
-int ops_fetch(struct fs_store *s, const struct cnode *n)
+int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait)
 {
     /* With no lock held, while another thread serves the mount's other
      * requests. */
@@ -376,10 +376,12 @@ int ops_fetch(struct fs_store *s, const struct cnode *n)
     if (rc == -ESTALE) {
         /* The memory changed again since it was listed: the sync thread
          * was kicked to bring the node to it (and to tell the kernel).
-         * Wait for that, 10 s at most, then try again.  (A quarter of a
-         * second a try, four tries, gave EIO whenever that sync took
-         * longer: a slow version feed, another store's sync first.) */
-        for (int i = 0; i < 200; i++) {
+         * With wait (an open's first try), wait for that, 10 s at most,
+         * then try again.  (A quarter of a second a try, four tries, gave
+         * EIO whenever that sync took longer: a slow version feed,
+         * another store's sync first.)  Never for a rename: it holds its
+         * directories' locks, which the sync's notifications may need. */
+        for (int i = 0; i < (wait ? 200 : 5); i++) {
             usleep(50 * 1000);
             struct cnode now;
             if (cache_getattr(s->cache, n->ino, &now) != 0)
@@ -432,7 +434,7 @@ int ops_load(struct fs_store *s, struct ofile *f)
         }
         ofile_unlock(f);
         if (rc == -ENOENT && attempt < 4 && n.memory_id[0]) {
-            rc = ops_fetch(s, &n); /* not in the cache yet */
+            rc = ops_fetch(s, &n, attempt == 0); /* not in the cache yet */
             if (!rc) {
                 cnode_clear(&n);
                 continue;

@@ -69,8 +69,11 @@ bool ops_is_marker(const struct fs_store *s, uint64_t parent_row, const char *na
 int ops_save(struct fs_store *s, struct ofile *f, enum ofile_flush_why why,
              const struct cache_then *then);
 /* Downloads n's content (n->memory_id at n->sha) into the cache.  0: look
- * again (it may have changed meanwhile); a negative errno otherwise. */
-int ops_fetch(struct fs_store *s, const struct cnode *n);
+ * again (it may have changed meanwhile); a negative errno otherwise.
+ * When the memory changed again since it was listed, waits for the sync
+ * to bring the node to it: 10 s at most with wait, a quarter of a second
+ * without (a caller holding directory locks the sync may need). */
+int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait);
 /* Makes f hold the current content of its file (loading it from the
  * cache, or downloading it); a buffer with unflushed changes is kept. */
 int ops_load(struct fs_store *s, struct ofile *f);

@@ -195,8 +195,9 @@ bool control_setting_up(pid_t pid, int timeout_s)
     for (int64_t i = 0; i < (int64_t)timeout_s * 10; i++) {
         if (lstat(path, &st) == 0)
             return true;
-        if (kill(pid, 0) != 0 && errno == ESRCH)
-            return false;
+        /* Gone (its mount failed), or past its set-up without a socket. */
+        if ((kill(pid, 0) != 0 && errno == ESRCH) || !rt_is_mounting(pid))
+            return lstat(path, &st) == 0;
         if (i == 10)
             fprintf(stderr, "memstorefs: the daemon (pid %d) is still setting up its mount; "
                             "waiting for it\n", (int)pid);
@@ -343,7 +344,7 @@ static int status_one(void *arg, const char *file, const struct rt_lockinfo *inf
         return -ENOMEM;
     int rc = control_ask(info->pid, sc->json ? "status-json" : "status", m, 10);
     fclose(m);
-    if (rc == -ENOENT && kill(info->pid, 0) == 0) {
+    if (rc == -ENOENT && kill(info->pid, 0) == 0 && rt_is_mounting(info->pid)) {
         /* Its lock is taken, its control socket not open yet. */
         if (sc->json) {
             struct jbuf b = {0};

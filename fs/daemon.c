@@ -442,9 +442,14 @@ int daemon_mount(struct mount_opts *o)
         s->marker_len = strlen(s->marker);
         clock_gettime(CLOCK_REALTIME, &s->mounted_at);
     }
+    /* Until the control socket opens, commands that find the stores'
+     * locks wait for it (control.c). */
+    rt_mounting(true);
     if (setup_stores(o) != 0)
         goto out;
-    if (open_control() != 0)
+    int ctl_rc = open_control();
+    rt_mounting(false);
+    if (ctl_rc != 0)
         log_warn("cannot open the control socket; 'memstorefs unmount' will not reach this "
                  "daemon, use SIGTERM", "path", D.ctl_path);
     syncer_start(D.sync);
@@ -486,6 +491,7 @@ int daemon_mount(struct mount_opts *o)
     control_serve_late(&D, 2000);
     status = 0;
 out:
+    rt_mounting(false);
     syncer_stop(D.sync);
     teardown_all(false);
     free_all();

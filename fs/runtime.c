@@ -134,8 +134,10 @@ int rt_lock_update(int fd, const struct rt_lockinfo *info)
     for (int i = 0; i < info->n_created; i++)
         fprintf(m, "created=%s\n", info->created[i]);
     fclose(m);
+    /* Written over, then cut to its length: a reader never finds it
+     * empty (rt_each_lock skips a file with no pid yet). */
     int rc = 0;
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, len, 0) != (ssize_t)len)
+    if (pwrite(fd, text, len, 0) != (ssize_t)len || ftruncate(fd, (off_t)len) != 0)
         rc = -errno;
     free(text);
     return rc;
@@ -262,6 +264,42 @@ int rt_sock_path(pid_t pid, char *buf, size_t len)
         return rc;
     int n = snprintf(buf, len, "%s/daemon-%d.sock", dir, (int)pid);
     return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+/* daemon-PID.mounting: a daemon setting up its mount (its control socket
+ * not open yet). */
+static int mounting_path(pid_t pid, char *buf, size_t len)
+{
+    char dir[4096];
+    int rc = rt_dir(dir, sizeof(dir));
+    if (rc)
+        return rc;
+    int n = snprintf(buf, len, "%s/daemon-%d.mounting", dir, (int)pid);
+    return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
+}
+
+int rt_mounting(bool on)
+{
+    char path[4200], why[900];
+    int rc = mounting_path(getpid(), path, sizeof(path));
+    if (rc)
+        return rc;
+    if (!on)
+        return priv_unlink(path, S_IFREG);
+    priv_unlink(path, S_IFREG); /* a dead daemon's of our pid */
+    int fd = priv_open(path, O_RDWR | O_CREAT | O_EXCL, why, sizeof(why));
+    if (fd < 0)
+        return fd;
+    close(fd);
+    return 0;
+}
+
+bool rt_is_mounting(pid_t pid)
+{
+    char path[4200];
+    struct stat st;
+    return pid > 0 && mounting_path(pid, path, sizeof(path)) == 0 && lstat(path, &st) == 0 &&
+           S_ISREG(st.st_mode) && st.st_uid == geteuid();
 }
 
 struct dead_ctx {

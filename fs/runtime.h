@@ -54,6 +54,13 @@ bool rt_is_dead_mount(const char *mount_path);
  * path (may be NULL) gets that mount path. */
 bool rt_is_dead_store(const char *store_id, char *path, size_t len);
 
+/* A daemon marks itself as setting up its mount until its control socket
+ * is open, so that commands wait for that socket only then (a daemon that
+ * could not open it is not waited for).  on: made; off: removed. */
+int rt_mounting(bool on);
+/* Whether daemon pid has that mark. */
+bool rt_is_mounting(pid_t pid);
+
 /* The control socket path of daemon pid. */
 int rt_sock_path(pid_t pid, char *buf, size_t len);
 

@@ -89,7 +89,8 @@ static void one_unpushed(struct unpushed_ctx *u, const char *path, const char *w
 
 static int dirty_fn(void *arg, const struct cnode *n)
 {
-    one_unpushed(arg, n->path, n->memory_id[0] ? "changed locally" : "new file");
+    if (n->state != CNODE_REFUSED) /* listed below, with the server's reason */
+        one_unpushed(arg, n->path, n->memory_id[0] ? "changed locally" : "new file");
     return 0;
 }
 

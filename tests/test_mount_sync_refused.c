@@ -75,6 +75,14 @@ Test(mount_sync_refused, refused_files_stay_local_and_do_not_block_others)
     cr_expect_eq(t_route_count(&E.msd, CREATE_ROUTE), 0, "a refused file was sent again");
     cr_expect(sy_log_count(REC_MSG_REFUSED, "path=/nul.md") == 1, "nul.md: warned again");
 
+    /* `sync --wait` names each refused file once, with the server's
+     * reason (it also listed them as "changed locally" once the sync
+     * decided refused files). */
+    char *lines = NULL;
+    sy_run(&lines, "$MFS sync --wait . | grep -c 'nul.md'");
+    cr_expect_str_eq(lines, "1\n", "nul.md is not listed once as not pushed");
+    free(lines);
+
     /* `memstorefs status` shows them, when it lists refused files. */
     char *out = NULL;
     mnt_sh(&E, &out, "$MFS status");

@@ -139,6 +139,8 @@ int api_memories_fetch(struct http_client *c, const char *store_id, struct api_f
     size_t m = 0;
     int rc = 0;
     if (!calls || !paths || !idx) {
+        for (size_t i = 0; i < n; i++) /* none reads as fetched */
+            f[i].err = -ENOMEM;
         rc = -ENOMEM;
         goto out;
     }

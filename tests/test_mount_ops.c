@@ -336,10 +336,14 @@ Test(mount_ops, a_lock_file_looked_at_while_the_mount_starts_is_taken)
         _exit(rc == 0 ? 0 : 1);
     }
     usleep(300 * 1000);
+    int st = 0;
+    /* Still waiting for the lock (before the fix it had failed by now;
+     * a mount that had not reached the lock yet would prove nothing). */
+    cr_expect_eq(waitpid(child, &st, WNOHANG), 0, "the mount did not wait for the lock");
     cr_assert_eq(flock(fd, LOCK_UN), 0);
     close(fd);
-    int st = 0;
-    waitpid(child, &st, 0);
+    if (waitpid(child, &st, WNOHANG) == 0)
+        waitpid(child, &st, 0);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the mount was refused");
     cr_expect(mnt_is_mounted(mp), "not mounted");
     char *out = NULL;

@@ -533,15 +533,23 @@ Test(mount_sync_unmount, a_client_that_sent_its_line_during_an_unmount_is_answer
     cr_assert_geq(fd, 0);
     cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0, "%s: %s", a.sun_path,
                  strerror(errno));
-    /* The unmount of B starts; this client sends its line 1 s after its
-     * connect, while the main thread runs that unmount. */
+    /* The unmount of B starts; this client sends its line once B's final
+     * sync has reached the server (the main thread runs that unmount),
+     * within its 5 s. */
+    sy_reset_stats();
     pid_t child = fork();
     cr_assert_geq(child, 0);
     if (child == 0) {
         close(fd);
         _exit(mnt_sh(&E, NULL, "$MFS unmount '%s'", mnt_b) == 0 ? 0 : 1);
     }
-    sleep(1);
+    bool started = false;
+    for (int i = 0; i < 40 && !started; i++) {
+        started = t_route_count(&E.msd, FEED_ROUTE) + t_route_count(&E.msd, LIST_ROUTE) > 0;
+        if (!started)
+            usleep(100 * 1000);
+    }
+    cr_expect(started, "B's final sync did not reach the server in 4 s");
     cr_assert_eq(send(fd, "status\n", 7, MSG_NOSIGNAL), 7);
     char buf[8192];
     size_t len = 0;

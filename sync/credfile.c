@@ -8,7 +8,8 @@
  * is allowed, a value may be wrapped in single or double quotes.  Only
  * the four variables the environment would give are read
  * (ANTHROPIC_WORK_SECRET, ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN,
- * ANTHROPIC_BASE_URL); a value from the file wins over the environment's.
+ * ANTHROPIC_BASE_URL); a value from the file wins over the environment's,
+ * and when the file holds a credential, the environment's are not used.
  * The file must be a regular file of the caller (or root) that neither
  * its group nor others may read or write: a credential readable by other
  * users is refused rather than used.  The bytes read are wiped before
@@ -149,8 +150,15 @@ int cred_from_file(const char *path, struct mfs_cred *out, char *why, size_t why
     const char *vals[N_KEYS] = {NULL};
     rc = parse(buf, path, vals, why, whylen);
     if (!rc) {
+        /* A credential from the file is the one used: the environment's
+         * (keys 0 to 2) are not read then, so that a secret left in the
+         * environment cannot win over the file's by the precedence of
+         * its kind.  The endpoint still comes from either. */
+        bool file_cred = false;
+        for (size_t i = 0; i < 3; i++)
+            file_cred = file_cred || (vals[i] && *vals[i]);
         for (size_t i = 0; i < N_KEYS; i++)
-            if (!vals[i] || !*vals[i])
+            if ((!vals[i] || !*vals[i]) && !(file_cred && i < 3))
                 vals[i] = getenv(keys[i]);
         rc = cred_resolve(vals[0], vals[1], vals[2], vals[3], out, why, whylen);
     }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "session.h"
@@ -353,5 +354,37 @@ Test(cred, a_credential_with_a_line_break_or_a_url_with_a_password_is_refused,
     /* An @ after the host is a path's, not a user's. */
     cr_assert_eq(cred_resolve(NULL, "k", NULL, "https://proxy.example/a@b", &c, why, sizeof(why)),
                  0);
+    cred_clear(&c);
+}
+
+/* A credentials file with a key is used as it is: an ANTHROPIC_WORK_SECRET
+ * or ANTHROPIC_AUTH_TOKEN left in the environment does not win over it.
+ * Before the fix the environment's work secret beat the file's key (the
+ * precedence of its kind), and the daemon authenticated with another
+ * credential than the file named. */
+Test(cred, a_credentials_file_s_key_is_used_over_the_environment_s, .init = capture_log)
+{
+    char path[] = "/tmp/mfs-cred-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    const char text[] = "ANTHROPIC_API_KEY=file-key\n";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char *sec = secret_for("{\"sessions_token\":\"env-token\"}", true, false);
+    setenv("ANTHROPIC_WORK_SECRET", sec, 1);
+    setenv("ANTHROPIC_AUTH_TOKEN", "env-bearer", 1);
+    setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9", 1);
+    struct mfs_cred c;
+    char why[256] = "";
+    int rc = cred_from_file(path, &c, why, sizeof(why));
+    unsetenv("ANTHROPIC_WORK_SECRET");
+    unsetenv("ANTHROPIC_AUTH_TOKEN");
+    unsetenv("ANTHROPIC_BASE_URL");
+    unlink(path);
+    free(sec);
+    cr_assert_eq(rc, 0, "%s", why);
+    cr_expect_str_eq(c.api_key ? c.api_key : "(none)", "file-key");
+    cr_expect_null(c.bearer, "a bearer from the environment was used: %s", c.bearer);
+    cr_expect_str_eq(c.base_url, "http://127.0.0.1:9", "the endpoint still comes from the environment");
     cred_clear(&c);
 }

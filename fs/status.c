@@ -131,18 +131,27 @@ static void json_store(struct daemon *d, struct fs_store *s, struct jbuf *b,
     jbuf_addf(b, ",\"access\":\"%s\",\"pid\":%d,\"cache_dir\":",
               s->read_only ? "read_only" : "read_write", (int)getpid());
     jbuf_add_json_cstr(b, d->cache_dir);
-    jbuf_addf(b, ",\"memories\":%llu,\"directories\":%llu,\"bytes\":%llu,\"dirty\":%llu,"
-                 "\"pending_deletes\":%llu,\"kept_deletes\":%llu,\"unsaved\":%llu,",
-              (unsigned long long)st->files, (unsigned long long)st->dirs,
-              (unsigned long long)st->bytes, (unsigned long long)st->dirty,
-              (unsigned long long)(st->tombstones - st->kept_deletions),
-              (unsigned long long)st->kept_deletions, (unsigned long long)st->unsaved);
-    jbuf_addf(b, "\"refused\":%llu,\"conflicts\":%llu,\"content_missing\":%llu,"
-                 "\"content_evicted\":%llu,\"content_cached\":%llu,\"content_total\":%llu,",
-              (unsigned long long)st->refused, (unsigned long long)st->conflicts,
-              (unsigned long long)st->missing_content, (unsigned long long)st->evicted,
-              (unsigned long long)(st->files - st->missing_content - st->evicted),
-              (unsigned long long)st->files);
+    if (!st) {
+        /* Not known: null, never a zero a worker would read as "all
+         * pushed" (counts_error says why). */
+        jbuf_adds(b, ",\"memories\":null,\"directories\":null,\"bytes\":null,\"dirty\":null,"
+                     "\"pending_deletes\":null,\"kept_deletes\":null,\"unsaved\":null,"
+                     "\"refused\":null,\"conflicts\":null,\"content_missing\":null,"
+                     "\"content_evicted\":null,\"content_cached\":null,\"content_total\":null,");
+    } else {
+        jbuf_addf(b, ",\"memories\":%llu,\"directories\":%llu,\"bytes\":%llu,\"dirty\":%llu,"
+                     "\"pending_deletes\":%llu,\"kept_deletes\":%llu,\"unsaved\":%llu,",
+                  (unsigned long long)st->files, (unsigned long long)st->dirs,
+                  (unsigned long long)st->bytes, (unsigned long long)st->dirty,
+                  (unsigned long long)(st->tombstones - st->kept_deletions),
+                  (unsigned long long)st->kept_deletions, (unsigned long long)st->unsaved);
+        jbuf_addf(b, "\"refused\":%llu,\"conflicts\":%llu,\"content_missing\":%llu,"
+                     "\"content_evicted\":%llu,\"content_cached\":%llu,\"content_total\":%llu,",
+                  (unsigned long long)st->refused, (unsigned long long)st->conflicts,
+                  (unsigned long long)st->missing_content, (unsigned long long)st->evicted,
+                  (unsigned long long)(st->files - st->missing_content - st->evicted),
+                  (unsigned long long)st->files);
+    }
     fmt_time(when, ts, sizeof(ts));
     jbuf_adds(b, "\"last_sync\":");
     jbuf_add_json_cstr(b, when ? ts : NULL);
@@ -337,7 +346,7 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
         return;
     }
     struct jbuf b = {0};
-    json_store(d, s, &b, &st, &u, &hl);
+    json_store(d, s, &b, src ? NULL : &st, &u, &hl);
     if (src && !b.oom && b.len >= 2) {
         b.len -= 2; /* "}\n" */
         jbuf_adds(&b, ",\"counts_error\":");

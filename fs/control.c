@@ -312,21 +312,28 @@ struct status_ctx {
     int shown, failed;
 };
 
+/* The one JSON line of a store no daemon answers for: state is "dead" or
+ * "mounting". */
+static void print_state_json(const struct rt_lockinfo *info, const char *state)
+{
+    struct jbuf b = {0};
+    jbuf_adds(&b, "{\"memory_store_id\":");
+    jbuf_add_json_cstr(&b, info->store_id);
+    jbuf_adds(&b, ",\"mount_path\":");
+    jbuf_add_json_cstr(&b, info->mount_path);
+    jbuf_addf(&b, ",\"state\":\"%s\",\"pid\":%d}\n", state, (int)info->pid);
+    if (!b.oom)
+        fputs(b.p, stdout);
+    jbuf_release(&b);
+}
+
 static int status_one(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
 {
     struct status_ctx *sc = arg;
     if (!alive) {
-        if (sc->json) {
-            struct jbuf b = {0};
-            jbuf_adds(&b, "{\"memory_store_id\":");
-            jbuf_add_json_cstr(&b, info->store_id);
-            jbuf_adds(&b, ",\"mount_path\":");
-            jbuf_add_json_cstr(&b, info->mount_path);
-            jbuf_addf(&b, ",\"state\":\"dead\",\"pid\":%d}\n", (int)info->pid);
-            if (!b.oom)
-                fputs(b.p, stdout);
-            jbuf_release(&b);
-        } else
+        if (sc->json)
+            print_state_json(info, "dead");
+        else
             printf("%s  %s  DEAD (daemon pid %d is gone; run 'memstorefs unmount %s')\n",
                    info->store_id, info->mount_path, (int)info->pid, info->mount_path);
         sc->shown++;
@@ -346,20 +353,11 @@ static int status_one(void *arg, const char *file, const struct rt_lockinfo *inf
     fclose(m);
     if (rc == -ENOENT && kill(info->pid, 0) == 0 && rt_is_mounting(info->pid)) {
         /* Its lock is taken, its control socket not open yet. */
-        if (sc->json) {
-            struct jbuf b = {0};
-            jbuf_adds(&b, "{\"memory_store_id\":");
-            jbuf_add_json_cstr(&b, info->store_id);
-            jbuf_adds(&b, ",\"mount_path\":");
-            jbuf_add_json_cstr(&b, info->mount_path);
-            jbuf_addf(&b, ",\"state\":\"mounting\",\"pid\":%d}\n", (int)info->pid);
-            if (!b.oom)
-                fputs(b.p, stdout);
-            jbuf_release(&b);
-        } else {
+        if (sc->json)
+            print_state_json(info, "mounting");
+        else
             printf("%s  %s  MOUNTING (daemon pid %d is setting up the mount)\n", info->store_id,
                    info->mount_path, (int)info->pid);
-        }
         /* One line per store: the daemon's other stores are asked again. */
         sc->n_asked--;
         sc->shown++;

@@ -277,6 +277,30 @@ Test(mount_sync_unmount, a_reader_s_close_or_fsync_publishes_no_writer_s_open_ed
     free(k);
 }
 
+/* Mounts the test's store and a second one, B (*store_b: its id,
+ * malloc'd), at E.mnt/b (mnt_b), in one daemon with the given flush
+ * timeout and no periodic sync, then syncs once. */
+static void mount_with_b(int flush_timeout, char **store_b, char *mnt_b, size_t len)
+{
+    *store_b = t_create_store(&E.msd, "Unmount B");
+    cr_assert_not_null(*store_b);
+    char opts[700];
+    snprintf(mnt_b, len, "%s/b", E.mnt);
+    snprintf(opts, sizeof(opts), "--sync-interval 3600 --flush-timeout %d --store %s:%s",
+             flush_timeout, *store_b, mnt_b);
+    sy_mount(false, opts);
+    sy_after_sync();
+}
+
+/* Every request about store id waits ms first. */
+static void slow_store(const char *id, int ms)
+{
+    char fault[600];
+    snprintf(fault, sizeof(fault), "{\"action\":\"latency\",\"latency_ms\":%d,\"count\":0,"
+             "\"path\":\"/v1/memory_stores/%s*\"}", ms, id);
+    sy_fault(fault);
+}
+
 /* Unmounting one store of a daemon leaves the files open in its other
  * stores alone: a writer there goes on, and what it closes is its whole
  * edit.  (The unmount used to keep every store's open edits as records and
@@ -284,14 +308,8 @@ Test(mount_sync_unmount, a_reader_s_close_or_fsync_publishes_no_writer_s_open_ed
  * saved content, and that mix was pushed.) */
 Test(mount_sync_unmount, unmounting_one_store_leaves_the_open_files_of_another_alone)
 {
-    char *store_b = t_create_store(&E.msd, "Unmount B");
-    cr_assert_not_null(store_b);
-    char mnt_b[400], opts[700], path[600];
-    snprintf(mnt_b, sizeof(mnt_b), "%s/b", E.mnt);
-    snprintf(opts, sizeof(opts), "--sync-interval 3600 --flush-timeout 10 --store %s:%s",
-             store_b, mnt_b);
-    sy_mount(false, opts);
-    sy_after_sync();
+    char *store_b = NULL, mnt_b[400], path[600];
+    mount_with_b(10, &store_b, mnt_b, sizeof(mnt_b));
     snprintf(path, sizeof(path), "%s/edit.md", mnt);
     int fd = open(path, O_WRONLY | O_TRUNC);
     cr_assert_geq(fd, 0);
@@ -469,22 +487,12 @@ Test(mount_sync_unmount, a_second_unmount_at_the_same_time_gets_the_answer)
  * the client's stayed set: two runs in three before the fix.) */
 Test(mount_sync_unmount, the_flush_timeout_of_one_store_cancels_nothing_of_another)
 {
-    char *store_b = t_create_store(&E.msd, "Unmount B");
-    cr_assert_not_null(store_b);
-    char mnt_b[400], opts[700], fault[600];
-    snprintf(mnt_b, sizeof(mnt_b), "%s/b", E.mnt);
-    snprintf(opts, sizeof(opts), "--sync-interval 3600 --flush-timeout 2 --store %s:%s",
-             store_b, mnt_b);
-    sy_mount(false, opts);
-    sy_after_sync();
+    char *store_b = NULL, mnt_b[400];
+    mount_with_b(2, &store_b, mnt_b, sizeof(mnt_b));
     cr_assert_eq(sy_run(NULL, "echo changed > edit.md"), 0);
     /* Store A's requests take 8 s (past its flush timeout), B's 6 s. */
-    snprintf(fault, sizeof(fault), "{\"action\":\"latency\",\"latency_ms\":8000,\"count\":0,"
-             "\"path\":\"/v1/memory_stores/%s*\"}", store);
-    sy_fault(fault);
-    snprintf(fault, sizeof(fault), "{\"action\":\"latency\",\"latency_ms\":6000,\"count\":0,"
-             "\"path\":\"/v1/memory_stores/%s*\"}", store_b);
-    sy_fault(fault);
+    slow_store(store, 8000);
+    slow_store(store_b, 6000);
     char *out = NULL, rc_path[400], out_path[400];
     snprintf(rc_path, sizeof(rc_path), "%s/b-sync.rc", E.root);
     snprintf(out_path, sizeof(out_path), "%s/b-sync.out", E.root);
@@ -511,17 +519,9 @@ Test(mount_sync_unmount, the_flush_timeout_of_one_store_cancels_nothing_of_anoth
  * ended: its 5 s had run out while nobody could read it. */
 Test(mount_sync_unmount, a_client_that_sent_its_line_during_an_unmount_is_answered)
 {
-    char *store_b = t_create_store(&E.msd, "Unmount B");
-    cr_assert_not_null(store_b);
-    char mnt_b[400], opts[700], fault[600];
-    snprintf(mnt_b, sizeof(mnt_b), "%s/b", E.mnt);
-    snprintf(opts, sizeof(opts), "--sync-interval 3600 --flush-timeout 20 --store %s:%s",
-             store_b, mnt_b);
-    sy_mount(false, opts);
-    sy_after_sync();
-    snprintf(fault, sizeof(fault), "{\"action\":\"latency\",\"latency_ms\":7000,\"count\":0,"
-             "\"path\":\"/v1/memory_stores/%s*\"}", store_b);
-    sy_fault(fault);
+    char *store_b = NULL, mnt_b[400];
+    mount_with_b(20, &store_b, mnt_b, sizeof(mnt_b));
+    slow_store(store_b, 7000);
     pid_t pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};

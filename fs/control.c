@@ -184,9 +184,13 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
     return rc;
 }
 
-/* The lock is taken before the listing of a large store, or a slow
- * server, which can take minutes; the socket opens after (daemon.h). */
-bool control_setting_up(pid_t pid, int timeout_s)
+/* After control_ask said -ENOENT: a live daemon without its control
+ * socket yet is setting up its mount (the lock is taken before the
+ * listing of a large store, or a slow server, which can take minutes;
+ * the socket opens after).  Waits (at most timeout_s) for the socket:
+ * true once it is there; false when the daemon is gone (its mount
+ * failed), past its set-up without a socket, or the time ran out. */
+static bool setting_up(pid_t pid, int timeout_s)
 {
     char path[4200];
     if (rt_sock_path(pid, path, sizeof(path)) != 0)
@@ -204,6 +208,21 @@ bool control_setting_up(pid_t pid, int timeout_s)
         usleep(100 * 1000);
     }
     return false;
+}
+
+/* The contract: daemon.h. */
+int control_ask_mount(const struct rt_lockinfo *info, const char *cmd, FILE *out, int timeout_s)
+{
+    int rc = control_ask(info->pid, cmd, out, timeout_s);
+    if (rc == -ENOENT && setting_up(info->pid, timeout_s))
+        rc = control_ask(info->pid, cmd, out, timeout_s);
+    if (rc == -ENOENT && kill(info->pid, 0) != 0)
+        fprintf(stderr, "memstorefs: the daemon (pid %d) of %s exited before its mount was "
+                        "done\n", (int)info->pid, info->mount_path);
+    else if (rc < 0 && rc != -EIO) /* -EIO: it answered with an error, already printed */
+        fprintf(stderr, "memstorefs: cannot reach the daemon (pid %d) of %s: %s\n",
+                (int)info->pid, info->mount_path, strerror(-rc));
+    return rc;
 }
 
 struct unmount_ctx {
@@ -238,20 +257,11 @@ static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *in
      * unsaved edits, then tears the stores down (2 s each at most when a
      * file is held): 4,100 s covers the longest.  Its answer lines (what
      * it unmounted, what it could not push) go to stderr. */
-    int rc = control_ask(info->pid, cmd, stderr, 4100);
-    if (rc == -ENOENT && control_setting_up(info->pid, 4100))
-        rc = control_ask(info->pid, cmd, stderr, 4100);
-    if (rc == 1) {
+    int rc = control_ask_mount(info, cmd, stderr, 4100);
+    if (rc == 1)
         u->unpushed++;
-    } else if (rc) {
-        if (rc == -ENOENT && kill(info->pid, 0) != 0)
-            fprintf(stderr, "memstorefs: the daemon (pid %d) of %s exited before its mount was "
-                            "done\n", (int)info->pid, info->mount_path);
-        else if (rc != -EIO)
-            fprintf(stderr, "memstorefs: cannot reach the daemon (pid %d) of %s: %s\n",
-                    (int)info->pid, info->mount_path, strerror(-rc));
+    else if (rc)
         u->failed++;
-    }
     return 0;
 }
 

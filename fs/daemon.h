@@ -75,11 +75,12 @@ void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mou
  * printed otherwise, or a negative errno when the daemon cannot be reached
  * or does not answer within timeout_s. */
 int control_ask(pid_t pid, const char *cmd, FILE *out, int timeout_s);
-/* After control_ask said -ENOENT: a live daemon without its control
- * socket yet is setting up its mount; waits (at most timeout_s) for the
- * socket.  True once it is there; false when the daemon is gone (its
- * mount failed) or the time ran out. */
-bool control_setting_up(pid_t pid, int timeout_s);
+/* control_ask of the daemon a store's lock names; a daemon still setting
+ * up its mount (no control socket yet) is waited for, within timeout_s.
+ * A daemon that cannot be reached is said on stderr (with the store's
+ * mount path); an error it answered was printed by control_ask. */
+struct rt_lockinfo;
+int control_ask_mount(const struct rt_lockinfo *info, const char *cmd, FILE *out, int timeout_s);
 /* ctlserve.c: sends n bytes of an answer on fd, a blocking socket with
  * a send timeout, from a thread of its own; gives up when the client is
  * gone or has not read it all by *deadline_ms (set on the first call of an

@@ -339,6 +339,16 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
     cnode_clear(&n);
 }
 
+/* One write into f's buffer: at off, or for an O_APPEND descriptor at its
+ * end (ofile_append; *moved: not where the kernel put it). */
+static int put_bytes(struct ofile *f, const struct fuse_file_info *fi, const char *buf,
+                     size_t size, off_t off, bool *first, bool *moved)
+{
+    if (fi->flags & O_APPEND)
+        return ofile_append(f, buf, size, (uint64_t)off, ops_now_ns(), first, moved);
+    return ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), first);
+}
+
 void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                struct fuse_file_info *fi)
 {
@@ -350,12 +360,10 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
         fuse_reply_err(req, f ? EINVAL : EBADF);
         return;
     }
-    bool first = false, moved = false, append = (fi->flags & O_APPEND) != 0;
-    int rc = append ? ofile_append(f, buf, size, (uint64_t)off, ops_now_ns(), &first, &moved)
-                    : ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), &first);
+    bool first = false, moved = false;
+    int rc = put_bytes(f, fi, buf, size, off, &first, &moved);
     if (rc == -EIO && ops_load(s, f) == 0) /* unloaded: the store won over an earlier edit */
-        rc = append ? ofile_append(f, buf, size, (uint64_t)off, ops_now_ns(), &first, &moved)
-                    : ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), &first);
+        rc = put_bytes(f, fi, buf, size, off, &first, &moved);
     if (!rc && first)
         rc = cache_mark_dirty(s->cache, f->row);
     if (rc) {

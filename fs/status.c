@@ -115,9 +115,10 @@ static void json_kernel(const struct fs_store *s, struct jbuf *b)
     jbuf_adds(b, "}}");
 }
 
+/* st NULL: the counts could not be read (counts_rc says why). */
 static void json_store(struct daemon *d, struct fs_store *s, struct jbuf *b,
-                       const struct cache_store_stats *st, const struct cache_usage *u,
-                       const struct health *hl)
+                       const struct cache_store_stats *st, int counts_rc,
+                       const struct cache_usage *u, const struct health *hl)
 {
     int64_t when = 0;
     char result[512] = "", ts[64];
@@ -133,7 +134,9 @@ static void json_store(struct daemon *d, struct fs_store *s, struct jbuf *b,
     jbuf_add_json_cstr(b, d->cache_dir);
     if (!st) {
         /* Not known: null, never a zero a worker would read as "all
-         * pushed" (counts_error says why). */
+         * pushed", and why. */
+        jbuf_adds(b, ",\"counts_error\":");
+        jbuf_add_json_cstr(b, strerror(-counts_rc));
         jbuf_adds(b, ",\"memories\":null,\"directories\":null,\"bytes\":null,\"dirty\":null,"
                      "\"pending_deletes\":null,\"kept_deletes\":null,\"unsaved\":null,"
                      "\"refused\":null,\"conflicts\":null,\"content_missing\":null,"
@@ -346,13 +349,7 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
         return;
     }
     struct jbuf b = {0};
-    json_store(d, s, &b, src ? NULL : &st, &u, &hl);
-    if (src && !b.oom && b.len >= 2) {
-        b.len -= 2; /* "}\n" */
-        jbuf_adds(&b, ",\"counts_error\":");
-        jbuf_add_json_cstr(&b, strerror(-src));
-        jbuf_adds(&b, "}\n");
-    }
+    json_store(d, s, &b, src ? NULL : &st, src, &u, &hl);
     if (!b.oom)
         fputs(b.p, f);
     jbuf_release(&b);

@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,20 +256,11 @@ static int sync_one(void *arg, const char *file, const struct rt_lockinfo *info,
     char cmd[4200];
     snprintf(cmd, sizeof(cmd), "%s%s%s", c->wait ? "sync-wait" : "sync",
              c->path ? " " : "-all", c->path ? info->mount_path : "");
-    int rc = control_ask(info->pid, cmd, stdout, c->wait ? 3700 : 10);
-    if (rc == -ENOENT && control_setting_up(info->pid, c->wait ? 3700 : 10))
-        rc = control_ask(info->pid, cmd, stdout, c->wait ? 3700 : 10);
-    if (rc == 1) {
+    int rc = control_ask_mount(info, cmd, stdout, c->wait ? 3700 : 10);
+    if (rc == 1)
         c->unpushed++;
-    } else if (rc) {
-        if (rc == -ENOENT && kill(info->pid, 0) != 0)
-            fprintf(stderr, "memstorefs: the daemon (pid %d) of %s exited before its mount was "
-                            "done\n", (int)info->pid, info->mount_path);
-        else if (rc != -EIO)
-            fprintf(stderr, "memstorefs: cannot reach the daemon (pid %d) of %s: %s\n",
-                    (int)info->pid, info->mount_path, strerror(-rc));
+    else if (rc)
         c->failed++;
-    }
     return 0;
 }
 

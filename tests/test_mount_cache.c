@@ -189,6 +189,22 @@ Test(mount_cache, an_evicted_file_renamed_over_another_keeps_its_content)
                  sy_log_grep("failed to fetch")); /* the one while the fault stood */
 }
 
+/* /c.md, 2,000 bytes of 'c' (body, when not NULL, gets them), created in
+ * the store, then mounted with a cache too small to keep its content: its
+ * id (malloc'd) once it is evicted. */
+static char *evicted_c(char body[2001])
+{
+    static char c2000[2001];
+    memset(c2000, 'c', 2000);
+    if (body)
+        memcpy(body, c2000, 2001);
+    char *id = t_create_memory(&E.msd, store, "/c.md", c2000);
+    cr_assert_not_null(id);
+    sy_mount(false, "--cache-max-size 1K");
+    cJSON_Delete(wait_evicted(1));
+    return id;
+}
+
 /* `> f` of an evicted file, then a write past 100 KiB: the shell saved the
  * emptied file, and the close puts back the store's version, which the
  * cache no longer had: it is downloaded first.  (Without that download,
@@ -196,12 +212,7 @@ Test(mount_cache, an_evicted_file_renamed_over_another_keeps_its_content)
 Test(mount_cache, a_cut_edit_of_an_evicted_file_puts_back_the_store_s_version)
 {
     static char body[2001];
-    memset(body, 'c', 2000);
-    char *id = t_create_memory(&E.msd, store, "/c.md", body);
-    cr_assert_not_null(id);
-    free(id);
-    sy_mount(false, "--cache-max-size 1K");
-    cJSON_Delete(wait_evicted(1));
+    free(evicted_c(body));
     char *out = NULL;
     cr_expect_eq(sy_run(&out, "{ dd if=/dev/zero bs=150000 count=1 status=none > c.md; } 2>&1; "
                               "tr -d c < c.md | wc -c; wc -c < c.md"), 0, "%s", out);
@@ -291,13 +302,7 @@ Test(mount_cache, conflict_records_are_dropped_by_hand)
  * wrong, where a read of the same file said EIO. */
 Test(mount_cache, a_failed_download_at_an_open_is_an_io_error)
 {
-    static char body[2001];
-    memset(body, 'c', 2000);
-    char *id = t_create_memory(&E.msd, store, "/c.md", body);
-    cr_assert_not_null(id);
-    free(id);
-    sy_mount(false, "--cache-max-size 1K");
-    cJSON_Delete(wait_evicted(1));
+    free(evicted_c(NULL));
     static const int status[] = {401, 400, 403};
     for (size_t i = 0; i < sizeof(status) / sizeof(status[0]); i++) {
         char f[300];
@@ -324,12 +329,7 @@ Test(mount_cache, a_failed_download_at_an_open_is_an_io_error)
  * longer (here the version feed answers in 3 s). */
 Test(mount_cache, an_open_right_after_a_remote_edit_of_an_evicted_file_reads_it)
 {
-    static char body[2001];
-    memset(body, 'c', 2000);
-    char *id = t_create_memory(&E.msd, store, "/c.md", body);
-    cr_assert_not_null(id);
-    sy_mount(false, "--cache-max-size 1K");
-    cJSON_Delete(wait_evicted(1));
+    char *id = evicted_c(NULL);
     sy_fault("{\"action\":\"latency\",\"latency_ms\":3000,\"count\":0,\"method\":\"GET\","
              "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
     cr_assert_eq(sy_remote_update(id, "{\"content\":\"the store's new version\\n\"}"), 200);

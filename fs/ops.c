@@ -460,29 +460,14 @@ int ops_load(struct fs_store *s, struct ofile *f)
     }
 }
 
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+int ops_open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
 {
-    struct fs_store *s = store_of(req);
     bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
-    if (ino == CACHE_INO_MARKER) {
-        if (writing) {
-            fuse_reply_err(req, s->read_only ? EROFS : EPERM);
-            return;
-        }
-        fi->fh = 0;
-        fi->keep_cache = 1;
-        fuse_reply_open(req, fi);
-        return;
-    }
-    if (writing && s->read_only) {
-        fuse_reply_err(req, EROFS);
-        return;
-    }
-    struct ofile *f = ofile_get(fs_to_row(s, ino));
-    if (!f) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
+    if (writing && s->read_only)
+        return -EROFS;
+    struct ofile *f = ofile_get(row);
+    if (!f)
+        return -ENOMEM;
     int rc = 0;
     bool reader = (fi->flags & O_ACCMODE) == O_RDONLY && !writing;
     /* A new writer starts from the store's version, not from an edit that
@@ -490,8 +475,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     bool dropped = false;
     if (writing && (rc = ofile_end_lost(f, s->cache, &dropped)) != 0) {
         ofile_put(f);
-        fuse_reply_err(req, -rc);
-        return;
+        return rc;
     }
     /* A writer counts from before its buffer is read: a restore (which
      * refuses a file open for writing, fs/restore.c) must not replace the
@@ -523,8 +507,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         if (writing)
             ofile_writer_release(f);
         ofile_put(f);
-        fuse_reply_err(req, -rc);
-        return;
+        return rc;
     }
     /* The kernel's pages and size were the lost edit's: dropped before
      * the answer, so that the opener's first read (which the kernel
@@ -536,11 +519,36 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fi->keep_cache = !dropped; /* the kernel's pages held the lost edit */
     /* A reader has nothing to save at close: no FLUSH round trip. */
     fi->noflush = reader;
-    if (fuse_reply_open(req, fi) != 0) {
-        if (writing)
-            ofile_writer_release(f);
-        ofile_put(f); /* the open was interrupted: no release will come */
+    return 0;
+}
+
+void ops_open_undo(struct fuse_file_info *fi)
+{
+    struct ofile *f = ops_ofile(fi);
+    if (ops_fh_writer(fi))
+        ofile_writer_release(f);
+    ofile_put(f);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct fs_store *s = store_of(req);
+    if (ino == CACHE_INO_MARKER) {
+        bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+        if (writing) {
+            fuse_reply_err(req, s->read_only ? EROFS : EPERM);
+            return;
+        }
+        fi->fh = 0;
+        fi->keep_cache = 1;
+        fuse_reply_open(req, fi);
+        return;
     }
+    int rc = ops_open_row(s, fs_to_row(s, ino), fi);
+    if (rc)
+        fuse_reply_err(req, -rc);
+    else if (fuse_reply_open(req, fi) != 0)
+        ops_open_undo(fi); /* the open was interrupted: no release will come */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -3,10 +3,12 @@
  * until it is closed; vim's swap file (binary, NUL bytes, fsynced, then
  * removed) never becomes a memory; content with NUL bytes is refused
  * locally without a request and listed by status.  Each failed before the
- * fix (issue 8, case 4): a 0-byte version was created, then modified. */
+ * fix (issue 8, case 4): a 0-byte version was created, then modified.
+ * An open(O_CREAT) of a name the sync brings at that moment opens it.  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,4 +240,71 @@ Test(mount_sync_open, an_append_after_a_remote_update_goes_at_its_end)
     cr_expect_str_eq(c ? c : "(none)", "short\nheld\n", "the store holds another version");
     free(c);
     free(id);
+}
+
+/* open(O_CREAT) without O_EXCL of a name the sync brings at that
+ * moment: the kernel looked the name up (not there), then sent its
+ * create, and the sync's new row went in between.  The open must open
+ * the memory, as it would a moment later, never fail with EEXIST.  The
+ * window is the kernel's turn between the two requests, so two threads
+ * make and remove the names in a loop through several syncs, each
+ * bringing new ones. */
+#define RACE_ROUNDS 16
+#define RACE_N 40
+
+struct opener {
+    volatile bool stop;
+    volatile int round;
+    int eexist, other, ok, last_errno;
+};
+
+static void *open_loop(void *arg)
+{
+    struct opener *o = arg;
+    while (!o->stop) {
+        int r = o->round;
+        for (int i = 0; i < RACE_N && !o->stop; i++) {
+            char p[600];
+            snprintf(p, sizeof(p), "%s/d/r%d-%02d.md", mnt, r, i);
+            int fd = open(p, O_CREAT | O_RDONLY, 0644);
+            if (fd >= 0) {
+                close(fd);
+                unlink(p);
+                __atomic_add_fetch(&o->ok, 1, __ATOMIC_RELAXED);
+            } else if (errno == EEXIST) {
+                __atomic_add_fetch(&o->eexist, 1, __ATOMIC_RELAXED);
+            } else {
+                __atomic_add_fetch(&o->other, 1, __ATOMIC_RELAXED);
+                o->last_errno = errno;
+            }
+        }
+    }
+    return NULL;
+}
+
+Test(mount_sync_open, an_open_o_creat_of_a_name_the_sync_brings_opens_it)
+{
+    cr_assert_eq(sy_run(NULL, "mkdir d && touch d/seed.md"), 0);
+    sy_after_sync();
+    struct opener o = {0};
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++)
+        cr_assert_eq(pthread_create(&t[k], NULL, open_loop, &o), 0);
+    for (int r = 0; r < RACE_ROUNDS; r++) {
+        o.round = r;
+        for (int i = 0; i < RACE_N; i++) {
+            char path[64];
+            snprintf(path, sizeof(path), "/d/r%d-%02d.md", r, i);
+            char *id = t_create_memory(&E.msd, store, path, "remote\n");
+            cr_assert_not_null(id, "cannot create %s", path);
+            free(id);
+        }
+        sy_after_sync();
+    }
+    o.stop = true;
+    for (int k = 0; k < 2; k++)
+        pthread_join(t[k], NULL);
+    cr_expect_eq(o.eexist, 0, "%d of %d opens failed with EEXIST", o.eexist,
+                 o.eexist + o.ok + o.other);
+    cr_expect_eq(o.other, 0, "%d opens failed otherwise: %s", o.other, strerror(o.last_errno));
 }

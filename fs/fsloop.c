@@ -22,7 +22,14 @@
  * request it read itself, then leads again.  A request that is about to
  * wait on the network (a download: ops_load) calls fsloop_blocking()
  * first, which hands the lead to a follower (or a new thread, up to
- * FSLOOP_MAX_THREADS): the other files stay served while it waits.
+ * FSLOOP_MAX_THREADS): the other files stay served while it waits.  The
+ * cap is well above the downloads run at once (syncer_fetch's slots,
+ * FETCH_SLOTS in sync/engine.c): requests past those wait for a slot in
+ * their own thread, so a burst of opens of files not in the cache never
+ * leaves the device unread (with the cap at 16, sixteen downloads froze
+ * every other request of the mount until one ended).  A follower that
+ * finds FSLOOP_MAX_IDLE others already waiting ends, so a burst's threads
+ * do not stay.
  *
  * Invariants: `leader` and the counters change only under `lock`; a
  * thread reads the device only while it is the leader; each thread has
@@ -44,7 +51,8 @@
 #include "spinhint.h"
 
 #define FSLOOP_SPIN_US 50
-#define FSLOOP_MAX_THREADS 16
+#define FSLOOP_MAX_THREADS 128
+#define FSLOOP_MAX_IDLE 4
 
 struct worker;
 
@@ -139,12 +147,15 @@ static void *worker_main(void *arg)
     int64_t answered_us = 0; /* when it was answered */
     pthread_mutex_lock(&l->lock);
     for (;;) {
-        while (l->leader && !l->done) {
+        bool spare = false;
+        while (l->leader && !l->done && !(spare = l->idle >= FSLOOP_MAX_IDLE)) {
             l->idle++;
             pthread_cond_wait(&l->lead, &l->lock);
             l->idle--;
             hot = false;
         }
+        if (spare)
+            break; /* enough followers wait already */
         if (l->done || fuse_session_exited(l->se)) {
             finish(l, 0);
             break;

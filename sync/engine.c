@@ -46,6 +46,7 @@ struct syncer *syncer_new(struct cache *c, struct http_client *h, const struct s
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cond, &ca);
+    pthread_cond_init(&s->fetch_free, NULL);
     pthread_condattr_destroy(&ca);
     return s;
 }
@@ -68,6 +69,7 @@ void syncer_free(struct syncer **sp)
     free(s->v);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
+    pthread_cond_destroy(&s->fetch_free);
     free(s);
     *sp = NULL;
 }
@@ -287,11 +289,25 @@ int engine_keep_fetched(struct syncer *s, const struct api_memory *m, const char
     return (want_sha && strcmp(sha, want_sha) != 0) ? -ESTALE : 0;
 }
 
+/* Downloads run at once for the opens of all stores: the ones past it
+ * wait for a slot in their own FUSE thread (fs/fsloop.c has room for
+ * many more threads than this), and the server sees a bounded burst. */
+#define FETCH_SLOTS 16
+
 int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha)
 {
     struct sstore *st = &s->v[idx];
     struct api_fetch f = {.memory_id = memory_id};
+    pthread_mutex_lock(&s->lock);
+    while (s->fetching >= FETCH_SLOTS)
+        pthread_cond_wait(&s->fetch_free, &s->lock);
+    s->fetching++;
+    pthread_mutex_unlock(&s->lock);
     int rc = api_memories_fetch(s->h, st->id, &f, 1);
+    pthread_mutex_lock(&s->lock);
+    s->fetching--;
+    pthread_cond_signal(&s->fetch_free);
+    pthread_mutex_unlock(&s->lock);
     if (!rc)
         rc = engine_keep_fetched(s, &f.mem, sha);
     if (rc == -ESTALE) {

@@ -90,6 +90,8 @@ struct syncer {
     bool kick;           /* guarded by lock: sync now */
     struct timespec deferred; /* guarded by lock: no periodic sync before this
                                * (CLOCK_MONOTONIC; a sync asked for by hand) */
+    unsigned fetching;        /* guarded by lock: syncer_fetch downloads running */
+    pthread_cond_t fetch_free; /* signalled when one of those ends */
 };
 
 /* feed.c: change detection from the version feed. */

@@ -341,3 +341,68 @@ Test(mount_cache, an_open_right_after_a_remote_edit_of_an_evicted_file_reads_it)
     sy_clear_faults();
     free(id);
 }
+
+/* Opens of many files not in the cache at once, while the server takes
+ * its time: the mount's other requests are answered meanwhile.  Before
+ * the fix, sixteen downloads took every thread of the mount, and nothing
+ * else was answered (not even a create) until one of them ended. */
+#define COLD_N 24
+#define COLD_LATENCY_MS 10000
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+Test(mount_cache, downloads_that_take_their_time_leave_the_mount_answering)
+{
+    static char body[2001];
+    memset(body, 'k', 2000);
+    for (int i = 0; i < COLD_N; i++) {
+        char p[32];
+        snprintf(p, sizeof(p), "/k%02d.md", i);
+        char *id = t_create_memory(&E.msd, store, p, body);
+        cr_assert_not_null(id);
+        free(id);
+    }
+    sy_mount(false, "--cache-max-size 1K");
+    cJSON_Delete(wait_evicted(COLD_N));
+    char f[300];
+    snprintf(f, sizeof(f), "{\"action\":\"latency\",\"latency_ms\":%d,\"count\":0,"
+             "\"method\":\"GET\",\"path\":\"/v1/memory_stores/*/memories/*\"}", COLD_LATENCY_MS);
+    sy_fault(f);
+    long before = t_route_count(&E.msd, FETCH_ROUTE);
+    double start = mono_s();
+    cr_assert_eq(sy_run(NULL, "for i in $(seq -w 0 %d); do "
+                              "( wc -c < k$i.md > \"%s/k$i.size\" 2>&1 ) </dev/null >/dev/null 2>&1 & "
+                              "done", COLD_N - 1, E.root), 0);
+    /* Every download the daemon runs at once has reached the server. */
+    for (int i = 0; i < 100 && t_route_count(&E.msd, FETCH_ROUTE) - before < 16; i++)
+        usleep(100 * 1000);
+    cr_assert_geq(t_route_count(&E.msd, FETCH_ROUTE) - before, 16);
+    char *out = NULL;
+    cr_expect_eq(sy_run(&out, "echo new > new.md && cat new.md && ls | wc -l"), 0);
+    double took = mono_s() - start;
+    cr_expect_str_eq(out ? out : "", "new\n26\n");
+    free(out);
+    cr_expect_lt(took, COLD_LATENCY_MS / 1000.0,
+                 "a create waited %.1f s, for a download (the server answers in %d ms)", took,
+                 COLD_LATENCY_MS);
+    sy_clear_faults();
+    /* And every one of the slow opens reads its file whole. */
+    double deadline = mono_s() + 60;
+    for (int i = 0; i < COLD_N; i++) {
+        char p[400];
+        snprintf(p, sizeof(p), "%s/k%02d.size", E.root, i);
+        char *got = mnt_read(p, NULL);
+        while ((!got || strcmp(got, "2000\n") != 0) && mono_s() < deadline) {
+            free(got);
+            usleep(200 * 1000);
+            got = mnt_read(p, NULL);
+        }
+        cr_expect_str_eq(got ? got : "(none)", "2000\n", "k%02d.md", i);
+        free(got);
+    }
+}

@@ -22,6 +22,18 @@
  *   - a failed write-out drops the buffer and fails the operation that
  *     caused it: those frames belong to the open write transaction, which
  *     an I/O error ends (SQLite rolls it back);
+ *   - only appends are gathered: a write below the end of what this
+ *     handle wrote (`hi`) writes the buffer out and goes to the file
+ *     itself.  A large transaction spills pages to the log before its
+ *     commit; a page it changes again is written over in place, and
+ *     after the commit frame SQLite rewrites the checksums of the frames
+ *     from there (walRewriteChecksums: a read, then a 24-byte header,
+ *     a frame), the commit frame's last.  Gathered, that header stayed
+ *     in the buffer after COMMIT returned, until the next write to the
+ *     log: a crash meanwhile lost the committed transaction, and a
+ *     checkpoint that had copied its pages left a database recovery
+ *     could not match.  The log's own header (offset 0: a log started
+ *     over) begins a new range;
  *   - past WB_MAX bytes (a large transaction) the buffer is written out;
  *     it goes out in pieces of WB_CHUNK (the default VFS takes less than
  *     128 KiB a write): a commit of a 100 KiB file is two calls, not 60.
@@ -52,6 +64,7 @@ struct wb_file {
     unsigned char *buf;
     size_t len, cap;
     sqlite3_int64 off;   /* file offset of buf[0] */
+    sqlite3_int64 hi;    /* the end of the highest write so far */
 };
 
 static sqlite3_vfs *base_vfs;
@@ -84,8 +97,18 @@ static int wb_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 of
         return f->real->pMethods->xWrite(f->real, data, amt, ofst);
     __atomic_add_fetch(&wb_writes, 1, __ATOMIC_RELAXED);
     int rc;
+    if (ofst == 0)
+        f->hi = 0; /* the log starts over */
     if (f->len && ofst != f->off + (sqlite3_int64)f->len && (rc = flush(f)) != SQLITE_OK)
         return rc;
+    if (ofst < f->hi) {
+        /* Over frames already written (a page changed again, a checksum
+         * rewritten): never left waiting in the buffer. */
+        if ((rc = flush(f)) != SQLITE_OK)
+            return rc;
+        return f->real->pMethods->xWrite(f->real, data, amt, ofst);
+    }
+    f->hi = ofst + amt;
     if (f->len + (size_t)amt > f->cap) {
         size_t cap = f->cap ? f->cap : 64 * 1024;
         while (cap < f->len + (size_t)amt)
@@ -146,6 +169,8 @@ static int wb_truncate(sqlite3_file *p, sqlite3_int64 size)
 {
     struct wb_file *f = F(p);
     FLUSHED(f);
+    if (f->hi > size)
+        f->hi = size;
     return f->real->pMethods->xTruncate(f->real, size);
 }
 

@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <sqlite3.h>
 
 #include "cache.h"
+#include "db_internal.h"
 
 static char dir[64];
 static struct cache *C;
@@ -111,4 +113,65 @@ Test(cache_wal, a_large_commit_goes_out_whole)
     cr_assert_eq(len, sizeof(body));
     cr_expect(memcmp(buf, body, len) == 0);
     free(buf);
+}
+
+/* Copies dir/name to to/name as the disk holds it now: what a kill -9 at
+ * this moment would leave. */
+static void copy_file(const char *name, const char *to)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "cp '%s/%s' '%s/%s'", dir, name, to, name);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* A transaction larger than SQLite's page cache writes pages to the log
+ * before its commit; a page it changes again is written over in place,
+ * and after the commit frame SQLite rewrites the frames' checksums, the
+ * commit frame's header last.  That header must be on disk when COMMIT
+ * returns.  Before the fix it waited in the buffer for the next write:
+ * a crash right after the commit lost the whole transaction (recovery
+ * stops at the stale checksum), here every row of it. */
+Test(cache_wal, a_commit_that_rewrote_its_own_frames_is_on_disk_when_it_returns)
+{
+    char db[128];
+    snprintf(db, sizeof(db), "%s/big.db", dir);
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, db_vfs()),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(h, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                                 "PRAGMA wal_autocheckpoint=0; PRAGMA cache_size=10;"
+                                 "CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);",
+                              NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(h));
+    cr_assert_eq(sqlite3_exec(h, "BEGIN;"
+                                 "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"
+                                 " WHERE i < 300) INSERT INTO t SELECT i, randomblob(1500) FROM n;"
+                                 "UPDATE t SET v = zeroblob(1400) WHERE k <= 30;"
+                                 "COMMIT;",
+                              NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(h));
+    /* The disk now, with the connection still open and idle. */
+    char to[80];
+    snprintf(to, sizeof(to), "%s/crash", dir);
+    cr_assert_eq(mkdir(to, 0700), 0);
+    copy_file("big.db", to);
+    copy_file("big.db-wal", to);
+    char copy[128];
+    snprintf(copy, sizeof(copy), "%s/big.db", to);
+    sqlite3 *r = NULL;
+    cr_assert_eq(sqlite3_open_v2(copy, &r, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(r, "SELECT count(*), sum(length(v)) FROM t", -1, &st, NULL);
+    long long n = -1, bytes = -1;
+    if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+        n = sqlite3_column_int64(st, 0);
+        bytes = sqlite3_column_int64(st, 1);
+    }
+    cr_expect_eq(rc, SQLITE_OK, "the committed table is gone after recovery: %s",
+                 sqlite3_errmsg(r));
+    cr_expect_eq(n, 300, "rows after recovery: %lld", n);
+    cr_expect_eq(bytes, 30LL * 1400 + 270LL * 1500, "bytes after recovery: %lld", bytes);
+    sqlite3_finalize(st);
+    sqlite3_close(r);
+    sqlite3_close(h);
 }

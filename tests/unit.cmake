@@ -7,6 +7,7 @@ mfs_add_test(test_cache_lazy test_cache_lazy.c LIBS mfs_cache PkgConfig::SQLITE3
 mfs_add_test(test_cache_journal test_cache_journal.c LIBS mfs_cache PkgConfig::SQLITE3)
 mfs_add_test(test_cache_ckpt test_cache_ckpt.c LIBS mfs_cache PkgConfig::SQLITE3)
 mfs_add_test(test_cache_wal test_cache_wal.c LIBS mfs_cache PkgConfig::SQLITE3)
+target_include_directories(test_cache_wal PRIVATE ${PROJECT_SOURCE_DIR}/cache)
 mfs_add_test(test_base_text test_base_text.c)
 mfs_add_test(test_spinhint test_spinhint.c)
 target_include_directories(test_spinhint PRIVATE ${PROJECT_SOURCE_DIR}/fs)

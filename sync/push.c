@@ -169,7 +169,15 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
             cache_tombstone_drop(s->c, st->id, j->memory_id);
             rep->deleted++;
         } else {
-            bool orphaned = answered(cy, j, w->mem.id, w->mem.sha, w->mem.path);
+            /* An update of the content alone sent no path: the answer's
+             * is the memory's now, which another client may have moved
+             * after the listing.  The file's baseline keeps the path
+             * this sync saw, so the next one finds that move and follows
+             * it (the answer's path as baseline made the file look moved
+             * here, and the next sync moved the memory back). */
+            const char *base_path = j->action == REC_UPDATE && !j->path && j->where ? j->where
+                                                                                : w->mem.path;
+            bool orphaned = answered(cy, j, w->mem.id, w->mem.sha, base_path);
             /* The version this push made (user.memstore.version_id). */
             struct cache_vnote v = {w->mem.id, w->mem.sha, w->mem.version_id,
                                     w->mem.updated_ns};

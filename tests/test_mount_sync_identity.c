@@ -173,3 +173,28 @@ Test(mount_sync_identity, a_lost_create_answer_then_a_rename_keeps_one_memory)
     cr_expect_str_eq(out, "f.md\nm.md\n", "the mount holds: %s", out);
     free(out);
 }
+
+/* Another client renames the memory while the update of a local edit
+ * waits at the server (its content precondition still holds): the file
+ * follows the rename, with the edit.  Before the fix the answer's path
+ * became the file's baseline while the file stayed where it was, and the
+ * next sync took that for a local rename and moved the memory back. */
+Test(mount_sync_identity, a_remote_rename_while_an_edit_is_in_flight_moves_the_file)
+{
+    char *id = sy_id("/f.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    long n0 = t_route_count(&E.msd, UPDATE_ROUTE);
+    sy_fault("{\"action\":\"latency\",\"latency_ms\":3000,\"count\":1,\"method\":\"POST\","
+             "\"path\":\"/v1/memory_stores/*/memories/*\"}");
+    cr_assert_eq(sy_run(NULL, "echo v2 > f.md"), 0);
+    wait_route(UPDATE_ROUTE, n0);
+    cr_assert_eq(sy_remote_update(id, "{\"path\":\"/g.md\"}"), 200);
+    const char *const want[] = {"/g.md", "v2\n", NULL};
+    expect_kept(want, id, "/g.md", "v2\n");
+    char *out = NULL;
+    cr_expect_eq(sy_run(&out, "ls"), 0);
+    cr_expect_str_eq(out ? out : "", "g.md\n");
+    free(out);
+    free(id);
+}

@@ -166,17 +166,35 @@ static const struct cnode *renamed_with(const struct files *f, const struct remo
  * X's identity; every member does the same, so the server ends with the
  * local paths and contents, without a temporary path.  A chain that ends
  * on a free path returns NULL: the renames go out in order. */
+/* Whether the store holds g's memory as g's baseline: nobody else
+ * changed it since this mount last synced it. */
+static bool remote_unchanged(const struct remote *r, const struct cnode *g)
+{
+    const struct cache_remote *m = remote_find_id(r, g->memory_id);
+    return m && m->sha && m->path && strcmp(m->sha, g->base_sha) == 0 &&
+           strcmp(m->path, g->base_path) == 0;
+}
+
+/* Only a cycle whose every memory is as this mount last synced it: the
+ * content sent to X has X's listed hash as precondition, which holds
+ * whatever X holds, so a cycle over a remote edit would overwrite that
+ * edit without a conflict.  Otherwise the renames go out as such, meet
+ * the paths held, and the store wins where it changed. */
 static const struct cache_remote *cycle_target(const struct remote *r, const struct files *f,
                                                const struct cnode *n)
 {
     const struct cache_remote *x = remote_find_path(r, n->path);
     if (!x || !n->memory_id[0] || strcmp(x->memory_id, n->memory_id) == 0)
         return NULL;
+    if (!remote_unchanged(r, n))
+        return NULL;
     const char *id = x->memory_id;
     for (size_t hops = 0; hops <= f->n; hops++) {
         const struct cnode *g = renamed_with(f, r, id);
         if (!g)
             return NULL; /* X stays where it is: a real path conflict */
+        if (!remote_unchanged(r, g))
+            return NULL;
         const struct cache_remote *h = remote_find_path(r, g->path);
         if (!h)
             return NULL; /* a chain onto a free path */

@@ -375,3 +375,41 @@ Test(mount_sync_push, read_only_opens_that_create_or_truncate_are_pushed)
         free(got);
     }
 }
+
+/* The same swap while another client edits one of the two memories: the
+ * edit must stay the memory's current version (the store wins), never
+ * be overwritten by the swap's content.  Before the fix the content sent
+ * to that memory took its current hash, read from the listing, as
+ * precondition: the update passed, and the remote edit was left only in
+ * the memory's history.  (The other file's rename then meets the edited
+ * memory's path and waits, docs/sync.md.) */
+Test(mount_sync_push, a_swap_over_a_remote_edit_keeps_the_edit)
+{
+    char *id_keep = sy_id("/keep.md"), *id_app = sy_id("/app.md");
+    cr_assert(id_keep && id_app);
+    sy_after_sync();
+    char *out = NULL;
+    int rc = sy_run(&out, "mv keep.md t.md && mv app.md keep.md && mv t.md app.md");
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    cr_assert_eq(sy_remote_update(id_keep, "{\"content\":\"edited in the store\\n\"}"), 200);
+    sy_after_sync();
+    sy_after_sync();
+    char *state = sy_server_state();
+    cr_expect_str_eq(state, "/app.md=first\n|/del.md=doomed\n|/dir/sub/y.md=y\n|/dir/x.md=x\n"
+                            "|/empty.md=will be emptied\n|/keep.md=edited in the store\n"
+                            "|/mv/src.md=moving\n|/mvtmp.md=before mv\n|/over.md=old content\n"
+                            "|/rmr/a.md=a\n|/rmr/b/c.md=c\n|/sed.md=alpha beta\n"
+                            "|/trunc.md=0123456789\n|/vim.md=before vim\n",
+                     "the remote edit was overwritten");
+    free(state);
+    char *k = sy_id("/keep.md"), *a = sy_id("/app.md");
+    cr_expect_str_eq(k ? k : "(none)", id_keep, "/keep.md is another memory");
+    cr_expect_str_eq(a ? a : "(none)", id_app, "/app.md is another memory");
+    cr_expect_eq(sy_count_versions(id_keep, "modified"), 1, "the edited memory was written again");
+    cr_expect_eq(sy_count_versions(id_app, "modified"), 0, "the other memory was written");
+    free(k);
+    free(a);
+    free(id_keep);
+    free(id_app);
+}

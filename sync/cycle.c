@@ -301,6 +301,9 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
     struct feed_read fr = {0}, head = {0};
     bool idle = false;
 
+    struct timespec t0;
+    clock_gettime(CLOCK_REALTIME, &t0);
+    const int64_t started_ns = (int64_t)t0.tv_sec * 1000000000LL + t0.tv_nsec;
     pthread_mutex_lock(&st->cycle_lock);
     cy.continuing = st->backlog;
     st->backlog = false;
@@ -339,10 +342,6 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
      * the memories deleted locally: live files alone would shrink the cap
      * with every rm (40 memories, 20 removed: 8 instead of 10). */
     cy.plan.limit = rec_delete_cap(cs.files + cs.tombstones);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    cache_sent_prune(s->c, st->id,
-                     (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - SENT_KEEP_NS);
     if ((rc = cache_sent_list(s->c, st->id, &cy.sent.v, &cy.sent.n)))
         goto fail;
     settle_lost_creates(&cy);
@@ -352,6 +351,18 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
         goto out;
     /* The remote side is applied: the feed's watermark moves (or, after a
      * full listing, is set from the head read before it). */
+    /* Uploads an hour old whose answer never came and which this read of
+     * the store (the feed, or a full listing) did not settle go: it has
+     * told what there was to tell.  Only after the decisions that used
+     * them, and only uploads sent before the read: pruned before, a
+     * machine offline for over an hour lost the record of an upload the
+     * store took, and the edit made since lost to that very upload. */
+    if (fr.ok || head.ok) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        int64_t cut = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - SENT_KEEP_NS;
+        cache_sent_prune(s->c, st->id, cut < started_ns ? cut : started_ns);
+    }
     bool missed = (fr.ok || head.ok) && missed_changes(&cy);
     if (fr.ok) {
         feed_keep_unplaced(s, st, &fr);

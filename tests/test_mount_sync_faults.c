@@ -4,6 +4,7 @@
  * nothing (one memory per path, one version per change) and raise no
  * false conflict (no conflict record, the local content stays). */
 #include <criterion/criterion.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,4 +351,68 @@ Test(mount_sync_faults, a_swap_half_refused_loses_neither_content)
     cr_expect(ok, "the store did not converge: %s", last);
     free(last);
     free(id_b);
+}
+
+/* An update the store took whose answer was lost, then more than an hour
+ * without a sync that could read the store (here: the upload's record
+ * made two hours old while every read fails), then another edit: the
+ * first sync that reads the store again recognises the upload and sends
+ * the edit on top.  Before the fix the sync dropped records an hour old
+ * before it read the store: the store's copy of the lost upload looked
+ * like another client's edit, and the newer local edit lost to it. */
+Test(mount_sync_faults, a_lost_answer_over_an_hour_old_still_settles_at_the_next_read)
+{
+    char *u_id = sy_id("/u.md");
+    cr_assert_not_null(u_id);
+    sy_after_sync();
+    long n0 = t_route_count(&E.msd, UPDATE_ROUTE);
+    sy_fault("{\"action\":\"drop_after_commit\",\"count\":0,\"method\":\"POST\","
+             "\"path\":\"/v1/memory_stores/*/memories/*\"}");
+    cr_assert_eq(sy_run(NULL, "echo sent > u.md"), 0);
+    for (int i = 0; i < WITHIN * 20 && t_route_count(&E.msd, UPDATE_ROUTE) == n0; i++)
+        usleep(50 * 1000);
+    cr_assert_gt(t_route_count(&E.msd, UPDATE_ROUTE), n0, "the update was never sent");
+    /* No read of the store goes through from now on: no listing shows
+     * the upload, whose retries lose their answers too. */
+    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
+    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memories\"}");
+    char path[400];
+    snprintf(path, sizeof(path), "/v1/memory_stores/%s/memories/%s", store, u_id);
+    struct tresp r;
+    cr_assert_eq(t_api(&E.msd, "GET", path, NULL, &r), 0);
+    cr_assert(r.body && strstr(r.body, "\"content\":\"sent\\n\""),
+              "the store did not take the update: %s", r.body ? r.body : "");
+    tresp_free(&r);
+    /* Waits for the sync's retries to end, then fails at its read. */
+    cr_assert_neq(sy_run(NULL, "$MFS sync --all --wait >/dev/null 2>&1"), 0);
+    char *k = mnt_q(&E, "SELECT count(*) FROM sent WHERE sha != ''");
+    cr_assert_neq(strcmp(k, "0"), 0, "no record of the upload");
+    free(k);
+    char db[400];
+    snprintf(db, sizeof(db), "%s/cache.db", E.cache);
+    sqlite3 *h = NULL;
+    cr_assert_eq(sqlite3_open(db, &h), SQLITE_OK);
+    sqlite3_busy_timeout(h, 5000);
+    cr_assert_eq(sqlite3_exec(h, "UPDATE sent SET at = at - 7200000000000", NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    cr_assert_eq(sy_run(NULL, "echo v2 > u.md"), 0);
+    sy_clear_faults();
+    sy_after_sync();
+    const char *const want[] = {"/u.md", "v2\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
+    free(last);
+    char *out = NULL;
+    sy_run(&out, "cat u.md");
+    cr_expect_str_eq(out ? out : "", "v2\n", "the local edit was reverted");
+    free(out);
+    k = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(k, "0", "a false conflict was recorded");
+    free(k);
+    cr_expect_eq(sy_log_count("memory changed both locally and remotely", NULL), 0,
+                 "a false conflict was logged");
+    free(u_id);
 }

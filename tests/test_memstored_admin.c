@@ -360,3 +360,43 @@ Test(admin, bad_fault_bodies)
     /* None of them became active. */
     cr_expect_eq(store_count(), 0);
 }
+
+/* A fault is used up only by a request it acts on: a pages fault by a
+ * memories list, a drop_after_commit fault by a request that is served.
+ * Before, the store's GET used up the pages fault (the list after it was
+ * normal), and a request refused for its key used up the drop (the next
+ * write was answered). */
+Test(admin, pages_and_drop_faults_wait_for_a_request_they_act_on)
+{
+    char *st = t_create_store(&srv, "s");
+    cr_assert_not_null(st);
+    add_fault("{\"action\":\"pages\",\"items\":3}");
+    struct tresp r;
+    t_req(&srv, "GET", NULL, &r, "/v1/memory_stores/%s", st);
+    T_EXPECT_STATUS(&r, 200);
+    tresp_free(&r);
+    t_req(&srv, "GET", NULL, &r, "/v1/memory_stores/%s/memories", st);
+    T_EXPECT_STATUS(&r, 200);
+    cr_expect_eq(cJSON_GetArraySize(tj_get(r.json, "data")), 3, "not the made-up page: %s",
+                 r.body);
+    tresp_free(&r);
+
+    add_fault("{\"action\":\"drop_after_commit\",\"method\":\"POST\"}");
+    char url[300];
+    snprintf(url, sizeof(url), "%s/v1/memory_stores/%s/memories", srv.url, st);
+    const char *const bad[] = {"x-api-key: not-the-key",
+                               "anthropic-beta: agent-memory-2026-07-22",
+                               "content-type: application/json", NULL};
+    t_http_fresh(true);
+    cr_assert_eq(t_http("POST", url, "{\"path\":\"/a.md\",\"content\":\"a\"}", bad, &r), 0);
+    T_EXPECT_STATUS(&r, 401);
+    tresp_free(&r);
+    snprintf(url, sizeof(url), "/v1/memory_stores/%s/memories", st);
+    int rc = t_api(&srv, "POST", url, "{\"path\":\"/b.md\",\"content\":\"b\"}", &r);
+    cr_expect_lt(rc, 0, "the served write was answered (HTTP %ld): the fault was used up",
+                 r.status);
+    if (rc == 0)
+        tresp_free(&r);
+    t_http_fresh(false);
+    free(st);
+}

@@ -5,6 +5,7 @@
  * the store and brings it up to date.  Each test starts and stops its own
  * servers by PID; .fini stops whatever is still running. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -258,4 +259,34 @@ Test(process, two_seeds)
     char *c = content_of(&srv, idb, "/sub/three.md");
     cr_expect_str_eq(c ?: "(missing)", "3");
     free(c);
+}
+
+static void *slow_request(void *arg)
+{
+    struct tresp r;
+    if (t_api(arg, "GET", "/v1/memory_stores", NULL, &r) == 0)
+        tresp_free(&r);
+    return NULL;
+}
+
+/* SIGTERM while a request sleeps in a latency fault: memstored stops at
+ * once, exit 0.  Before, it waited for the sleep to end (here ten
+ * minutes), past the test's timeout. */
+Test(process, sigterm_ends_a_latency_fault_s_sleep)
+{
+    cr_assert_eq(msd_start(&srv, NULL), 0);
+    struct tresp r;
+    t_admin(&srv, "POST", "/admin/faults",
+            "{\"action\":\"latency\",\"latency_ms\":600000,\"count\":0}", &r);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    tresp_free(&r);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, slow_request, &srv), 0);
+    for (int i = 0; i < 100 && t_route_count(&srv, "GET /v1/memory_stores") < 1; i++)
+        usleep(50 * 1000);
+    cr_assert_eq(t_route_count(&srv, "GET /v1/memory_stores"), 1);
+    int status = msd_terminate(&srv);
+    cr_expect(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "memstored must exit 0 on SIGTERM (status 0x%x)", status);
+    pthread_join(t, NULL);
 }

@@ -7,11 +7,12 @@
  * calls it with requests made from fuzz input.  Either way a handler sees
  * only struct req.
  *
- *   /v1/...    count in stats -> first matching fault (status: answer the
- *              fault's error and touch nothing; latency: sleep; pages:
+ *   /v1/...    count in stats -> first matching fault of those that act
+ *              before serving (status: answer the fault's error and touch
+ *              nothing; latency: sleep; pages, on a memories list only:
  *              answer a made-up list page) -> auth -> anthropic-beta rule
- *              -> size cap -> route handler; a drop_after_commit fault sets
- *              *drop after the handler has committed;
+ *              -> size cap -> route -> the first matching drop_after_commit
+ *              fault, taken only now, sets *drop -> the route's handler;
  *   /admin/... x-admin-key (404 when no admin key was configured) -> faults.c
  *
  * Keys are compared in constant time (key_eq): the time an answer takes
@@ -171,8 +172,14 @@ static void dispatch_v1(struct msd *srv, struct req *rq, struct reply *rp, bool 
     const struct route *rt = route_find(rq->method, copy, rq->ids);
     faults_count(srv->faults, rq->method, rt ? rt->tmpl : NULL);
 
+    /* Faults that act before the request is served; a pages fault only
+     * on a memories list (another request would use it up unanswered). */
+    unsigned before = FAULT_KIND(FAULT_STATUS) | FAULT_KIND(FAULT_LATENCY) |
+                      FAULT_KIND(FAULT_CUT) | FAULT_KIND(FAULT_REPLY);
+    if (rt && rt->fn == memories_list)
+        before |= FAULT_KIND(FAULT_PAGES);
     struct fault_hit hit;
-    faults_match(srv->faults, rq, rq->method, rq->path, &hit);
+    faults_match(srv->faults, rq, rq->method, rq->path, before, &hit);
     *drop = false;
     if (hit.action == FAULT_CUT) {
         *drop = true; /* a dropped connection: nothing served */
@@ -192,11 +199,8 @@ static void dispatch_v1(struct msd *srv, struct req *rq, struct reply *rp, bool 
         memcpy(rp->retry_after_ms, hit.retry_after_ms, sizeof(rp->retry_after_ms));
         goto out;
     }
-    if (hit.action == FAULT_LATENCY && hit.latency_ms > 0) {
-        struct timespec ts = {hit.latency_ms / 1000, (hit.latency_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) && errno == EINTR)
-            ;
-    }
+    if (hit.action == FAULT_LATENCY && hit.latency_ms > 0)
+        faults_sleep(srv->faults, hit.latency_ms);
     const char *key = NULL;
     if (!authorized(srv, rq->io, &key)) {
         reply_error(rp, 401, "authentication_error",
@@ -227,12 +231,19 @@ static void dispatch_v1(struct msd *srv, struct req *rq, struct reply *rp, bool 
         reply_error(rp, 404, "not_found_error", "no route %.16s %.200s", rq->method, rq->path);
         goto out;
     }
-    if (hit.action == FAULT_PAGES && rt->fn == memories_list)
+    if (hit.action == FAULT_PAGES) {
         faults_pages(rq, &hit, rp);
-    else
+    } else {
+        /* A drop_after_commit fault is taken only by a request that is
+         * served (one refused above would use it up and drop nothing). */
+        if (hit.action == FAULT_NONE || hit.action == FAULT_LATENCY) {
+            fault_hit_release(&hit);
+            faults_match(srv->faults, rq, rq->method, rq->path, FAULT_KIND(FAULT_DROP), &hit);
+        }
         rt->fn(rq, rp);
+        *drop = hit.action == FAULT_DROP;
+    }
     rq->actor_key_id = NULL;
-    *drop = hit.action == FAULT_DROP;
 out:
     fault_hit_release(&hit);
     free(copy);

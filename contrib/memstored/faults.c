@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "sha256.h"
 
@@ -41,6 +42,8 @@ struct route_count {
 
 struct faults {
     pthread_mutex_t lock;
+    pthread_cond_t wake; /* latency sleeps: the server is stopping */
+    bool stopping;       /* guarded by lock */
     struct fault *v; /* guarded by lock */
     size_t n, cap;
     int next_id;
@@ -55,6 +58,11 @@ int faults_new(struct faults **out)
     if (!f)
         return -ENOMEM;
     pthread_mutex_init(&f->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&f->wake, &ca);
+    pthread_condattr_destroy(&ca);
     f->next_id = 1;
     *out = f;
     return 0;
@@ -94,6 +102,7 @@ void faults_free(struct faults **fp)
     free(f->v);
     free(f->routes);
     pthread_mutex_destroy(&f->lock);
+    pthread_cond_destroy(&f->wake);
     free(f);
     *fp = NULL;
 }
@@ -148,13 +157,41 @@ static bool query_has(const struct req *rq, const char *kv)
     return v && (!eq || strcmp(v, eq + 1) == 0);
 }
 
+void faults_sleep(struct faults *f, long ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&f->lock);
+    while (!f->stopping && pthread_cond_timedwait(&f->wake, &f->lock, &until) != ETIMEDOUT)
+        ;
+    pthread_mutex_unlock(&f->lock);
+}
+
+void faults_stop(struct faults *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->lock);
+    f->stopping = true;
+    pthread_cond_broadcast(&f->wake);
+    pthread_mutex_unlock(&f->lock);
+}
+
 void faults_match(struct faults *f, const struct req *rq, const char *method, const char *path,
-                  struct fault_hit *hit)
+                  unsigned kinds, struct fault_hit *hit)
 {
     memset(hit, 0, sizeof(*hit));
     pthread_mutex_lock(&f->lock);
     for (size_t i = 0; i < f->n; i++) {
         struct fault *ft = &f->v[i];
+        if (!(kinds & FAULT_KIND(ft->hit.action)))
+            continue;
         if (ft->method[0] && strcasecmp(ft->method, method) != 0)
             continue;
         if (ft->glob && fnmatch(ft->glob, path, 0) != 0)

@@ -229,6 +229,7 @@ int main(int argc, char **argv)
     log_info("memstored stopping", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM");
     exit_code = 0;
 out:
+    faults_stop(srv.faults); /* latency sleeps end: the server's threads can */
     server_stop(&server);
     db_close(&srv.db);
     faults_free(&srv.faults);

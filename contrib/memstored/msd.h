@@ -208,9 +208,15 @@ int faults_new(struct faults **out);
 void faults_free(struct faults **f);
 /* Counts a /v1 request under route ("METHOD template" or NULL). */
 void faults_count(struct faults *f, const char *method, const char *route);
-/* First matching fault (its count goes down); FAULT_NONE when none. */
+/* A latency fault's sleep: ms, or until faults_stop (the server is
+ * stopping: its connection threads must end). */
+void faults_sleep(struct faults *f, long ms);
+void faults_stop(struct faults *f);
+/* The first matching fault whose action is in kinds (bits 1 << action;
+ * its count goes down); FAULT_NONE when none. */
+#define FAULT_KIND(a) (1u << (a))
 void faults_match(struct faults *f, const struct req *rq, const char *method, const char *path,
-                  struct fault_hit *hit);
+                  unsigned kinds, struct fault_hit *hit);
 /* A pages fault's answer to a memories list: `items` made-up memories and
  * a next_page cursor "page_loop<k+1>" (k from the request's page, modulo
  * cycle when cycle > 0): a server whose listing never ends. */

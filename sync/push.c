@@ -26,12 +26,17 @@
     "the server answered an upload with a memory another file has; the answer is refused and "   \
     "the file kept"
 
-/* Writes that free a path (deletes, renames) go out before the rest, so
- * a create or rename onto a path freed in the same sync does not meet the
- * old memory still there (a 409 path conflict, retried a sync later). */
-static bool frees_path(const struct job *j)
+/* Writes that free a path go out before the rest: the deletes first,
+ * then the renames, then everything else, so a rename or create onto a
+ * path freed in the same sync does not meet the old memory still there
+ * (a 409 path conflict, retried a sync later: `rm a; mv b a` met it
+ * whenever the rename overtook the delete). */
+#define PHASES 3
+static int phase_of(const struct job *j)
 {
-    return j->action == REC_DELETE || (j->action == REC_UPDATE && j->path);
+    if (j->action == REC_DELETE)
+        return 0;
+    return j->action == REC_UPDATE && j->path ? 1 : 2;
 }
 
 /* Records the uploads of the batch before they are sent. */
@@ -238,14 +243,14 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
     api_error_clear(&own.e);
 }
 
-/* Sends the planned writes of one phase (0: those that free paths, 1: the
- * rest) and records each result. */
+/* Sends the planned writes of one phase (phase_of) and records each
+ * result. */
 static void send_phase(struct cycle *cy, int phase)
 {
     struct plan *p = &cy->plan;
     size_t n = 0;
     for (size_t i = 0; i < p->n; i++)
-        n += frees_path(&p->v[i]) == (phase == 0);
+        n += phase_of(&p->v[i]) == phase;
     if (!n)
         return;
     struct api_write *w = calloc(n, sizeof(*w));
@@ -257,7 +262,7 @@ static void send_phase(struct cycle *cy, int phase)
         return;
     }
     for (size_t i = 0, k = 0; i < p->n; i++)
-        if (frees_path(&p->v[i]) == (phase == 0))
+        if (phase_of(&p->v[i]) == phase)
             jv[k++] = &p->v[i];
     record_sent(cy, jv, n);
     /* An upload whose file was replaced or removed since it was planned is
@@ -279,6 +284,6 @@ static void send_phase(struct cycle *cy, int phase)
 
 void push_writes(struct cycle *cy)
 {
-    send_phase(cy, 0);
-    send_phase(cy, 1);
+    for (int phase = 0; phase < PHASES; phase++)
+        send_phase(cy, phase);
 }

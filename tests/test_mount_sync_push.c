@@ -413,3 +413,27 @@ Test(mount_sync_push, a_swap_over_a_remote_edit_keeps_the_edit)
     free(id_keep);
     free(id_app);
 }
+
+/* `rm a; mv b a`: the delete goes out before the rename, which then finds
+ * the path free.  Before the fix both went out together, and a rename
+ * that overtook the delete (here the delete takes a second and a half)
+ * met the old memory at the path: a 409, retried a sync later. */
+Test(mount_sync_push, a_rename_onto_a_path_removed_in_the_same_sync_finds_it_free)
+{
+    char *id_app = sy_id("/app.md");
+    cr_assert_not_null(id_app);
+    sy_after_sync();
+    sy_fault("{\"action\":\"latency\",\"latency_ms\":1500,\"count\":1,\"method\":\"DELETE\"}");
+    cr_assert_eq(sy_run(NULL, "rm keep.md && mv app.md keep.md"), 0);
+    sy_after_sync();
+    char *id = sy_id("/keep.md"), *c = sy_content("/keep.md"), *gone = sy_id("/app.md");
+    cr_expect_str_eq(id ? id : "(none)", id_app, "/keep.md is not the moved memory");
+    cr_expect_str_eq(c ? c : "(none)", "first\n");
+    cr_expect_null(gone, "/app.md is still in the store");
+    cr_expect_eq(sy_log_count("the path conflicts with another memory", NULL), 0, "%s",
+                 sy_log_grep("conflicts"));
+    free(id);
+    free(c);
+    free(gone);
+    free(id_app);
+}

@@ -403,6 +403,10 @@ int cache_tombstones(struct cache *c, const char *store_id, struct cache_tombsto
 void cache_tombstones_free(struct cache_tombstone *v, size_t n);
 /* Forgets a tombstone once the remote delete is done (or moot). */
 int cache_tombstone_drop(struct cache *c, const char *store_id, const char *memory_id);
+/* A deletion's baseline becomes (sha, path): an upload of the file made
+ * before it was removed, whose answer was lost, is what the store holds. */
+int cache_tombstone_rebase(struct cache *c, const char *store_id, const char *memory_id,
+                           const char *sha, const char *path);
 
 /* Records that the store holds memory_id with content sha at path, as
  * ino's new baseline (an adoption: the file already has it).  The file

@@ -208,3 +208,23 @@ int cache_tombstone_drop(struct cache *c, const char *store_id, const char *memo
     }
     return db_unlock_rc(c, rc);
 }
+
+int cache_tombstone_rebase(struct cache *c, const char *store_id, const char *memory_id,
+                           const char *sha, const char *path)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "UPDATE tombstones SET base_sha = NULLIF(?3, ''),"
+                           " base_path = NULLIF(?4, '') WHERE store = ?1 AND memory_id = ?2",
+                        &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 2, memory_id, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 3, sha ? sha : "", -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 4, path ? path : "", -1, SQLITE_TRANSIENT);
+        rc = sqlite3_step(st);
+        rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "rebase tombstone");
+        db_finish(c, st);
+    }
+    return db_unlock_rc(c, rc);
+}

@@ -228,8 +228,17 @@ static int plan_tombstones(struct cycle *cy)
         };
         struct rec_out o;
         rec_decide(&in, &o);
-        if (o.adopted_sent)
+        if (o.adopted_sent) {
+            /* The store holds the file's last upload: the deletion's
+             * baseline from now on, whatever this sync does with it (a
+             * deletion held by the cap or the mode, decided again next
+             * sync without the upload's record, took that upload for a
+             * remote change and brought the file back). */
+            rc = cache_tombstone_rebase(cy->s->c, st->id, t->memory_id, o.base_sha, o.base_path);
+            if (rc)
+                break;
             sent_settled(cy, sent);
+        }
         if (o.counts_cap && p->cap_deletes >= p->limit) {
             p->held++;
             continue;

@@ -178,3 +178,45 @@ Test(mount_sync_delete, a_reader_of_a_file_deleted_remotely_still_reads_it)
     cr_expect_str_eq(buf, "alpha\n");
     free(id);
 }
+
+/* An update whose answer was lost, then `rm`, under log_only: the sync
+ * that reads the store finds the upload there and keeps the deletion,
+ * and so do the syncs after it.  Before the fix the upload's record was
+ * used once and dropped while the deletion kept the older baseline: the
+ * next sync took the store's copy of the upload for a remote edit and
+ * brought the file back ("deleted locally but changed remotely"). */
+Test(mount_sync_delete, a_removed_file_s_lost_upload_does_not_bring_it_back)
+{
+    sy_mount(false, "--sync-deletions log_only");
+    char *id = sy_id("/a.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    long n0 = t_route_count(&E.msd, "POST /v1/memory_stores/{id}/memories/{id}");
+    sy_fault("{\"action\":\"drop_after_commit\",\"count\":0,\"method\":\"POST\","
+             "\"path\":\"/v1/memory_stores/*/memories/*\"}");
+    cr_assert_eq(sy_run(NULL, "echo edited > a.md"), 0);
+    for (int i = 0; i < WITHIN * 20 &&
+                    t_route_count(&E.msd, "POST /v1/memory_stores/{id}/memories/{id}") == n0;
+         i++)
+        usleep(50 * 1000);
+    /* No read of the store until the file is removed. */
+    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
+    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memories\"}");
+    cr_assert_neq(sy_run(NULL, "$MFS sync --all --wait >/dev/null 2>&1"), 0);
+    cr_assert_eq(sy_run(NULL, "rm a.md"), 0);
+    sy_clear_faults();
+    /* Every sync from now on lists the whole store (no version feed). */
+    sy_fault("{\"action\":\"status\",\"status\":404,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
+    sy_after_sync();
+    sy_after_sync();
+    sy_after_sync();
+    cr_expect_neq(sy_run(NULL, "test -e a.md"), 0, "a.md came back");
+    cr_expect_eq(sy_log_count(REC_MSG_RESTORE, NULL), 0, "%s", sy_log_grep("restoring"));
+    char *c = sy_content("/a.md");
+    cr_expect_str_eq(c ? c : "(deleted)", "edited\n", "log_only changed the memory");
+    free(c);
+    free(id);
+}

@@ -42,7 +42,7 @@ Test(auth, api_key_in_either_header)
 {
     struct {
         const char *label;
-        const char *h[4];
+        const char *h[5];
         long status;
     } rows[] = {
         {"x-api-key", {"x-api-key: test-key", BETA, NULL}, 200},
@@ -58,6 +58,15 @@ Test(auth, api_key_in_either_header)
         {"key prefix only", {"x-api-key: test", BETA, NULL}, 401},
         {"key with suffix", {"x-api-key: test-key2", BETA, NULL}, 401},
         {"admin key is not an API key", {"x-api-key: admin-key", BETA, NULL}, 401},
+        /* Either header may carry the key: a stale x-api-key beside a
+         * valid Bearer token (a proxy's, ANTHROPIC_CUSTOM_HEADERS) is
+         * accepted, and so is the reverse.  Before, x-api-key alone was
+         * looked at when present: 401. */
+        {"stale x-api-key, valid bearer",
+         {"x-api-key: stale-key", "Authorization: Bearer test-key", BETA, NULL}, 200},
+        {"valid x-api-key, stale bearer",
+         {"x-api-key: test-key", "Authorization: Bearer stale-key", BETA, NULL}, 200},
+        {"both stale", {"x-api-key: stale-key", "Authorization: Bearer stale", BETA, NULL}, 401},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         struct tresp r;
@@ -91,7 +100,7 @@ Test(auth, beta_header_rule)
 {
     struct {
         const char *label;
-        const char *h[4];
+        const char *h[5];
         long status;
     } rows[] = {
         {"agent-memory beta", {"x-api-key: test-key", "anthropic-beta: agent-memory-2026-07-22",

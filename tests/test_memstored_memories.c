@@ -273,6 +273,16 @@ Test(memories, update_precondition)
     tresp_free(&r);
     cr_expect_eq(version_count(id), 3);
 
+    /* Nothing asked for but a stale precondition: nothing can already
+     * equal the request, 409 (before: 200). */
+    snprintf(body, sizeof body,
+             "{\"precondition\":{\"type\":\"content_sha256\",\"content_sha256\":\"%s\"}}",
+             t_sha("base"));
+    update(id, body, &r);
+    T_EXPECT_ERROR(&r, 409, "memory_precondition_failed_error");
+    tresp_free(&r);
+    cr_expect_eq(version_count(id), 3);
+
     t_req(&srv, "GET", NULL, &r, "/v1/memory_stores/%s/memories/%s", store, id);
     cr_expect_str_eq(tj_str(r.json, "content") ?: "(null)", "next");
     tresp_free(&r);

@@ -116,27 +116,33 @@ static const char *header(const struct msd_io *io, const char *name)
     return io->header(io->ctx, name, &v, 1) ? v : NULL;
 }
 
-static bool authorized(struct msd *srv, const struct msd_io *io, const char **key_out)
+/* Whether key is one of the server's (every key is compared, found or
+ * not); *key_out gets it. */
+static bool known_key(struct msd *srv, const char *key, const char **key_out)
 {
-    const char *key = header(io, "x-api-key");
-    if (!key) {
-        const char *a = header(io, "authorization");
-        if (a && strncasecmp(a, "Bearer ", 7) == 0) {
-            key = a + 7;
-            while (*key == ' ')
-                key++;
-        }
-    }
-    if (!key)
-        return false;
     bool ok = false;
-    for (size_t i = 0; i < srv->n_api_keys; i++) {
+    for (size_t i = 0; key && i < srv->n_api_keys; i++) {
         if (key_eq(key, srv->api_keys[i]) && !ok) {
             *key_out = srv->api_keys[i];
-            ok = true; /* every key is compared, found or not */
+            ok = true;
         }
     }
     return ok;
+}
+
+/* Either header may carry the key (the contract: both forms are
+ * accepted): a request with a stale x-api-key and a valid Bearer token,
+ * as a proxy or ANTHROPIC_CUSTOM_HEADERS may make, is authorised. */
+static bool authorized(struct msd *srv, const struct msd_io *io, const char **key_out)
+{
+    const char *bearer = NULL, *a = header(io, "authorization");
+    if (a && strncasecmp(a, "Bearer ", 7) == 0) {
+        bearer = a + 7;
+        while (*bearer == ' ')
+            bearer++;
+    }
+    bool by_key = known_key(srv, header(io, "x-api-key"), key_out);
+    return known_key(srv, bearer, key_out) || by_key;
 }
 
 /* The anthropic-beta rule: exactly one of the two accepted values among

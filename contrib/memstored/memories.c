@@ -438,7 +438,10 @@ void memories_update(struct req *rq, struct reply *rp)
     size_t n = content ? strlen(content) : cur.content_len;
     bool same_content = !content || (n == cur.content_len && memcmp(content, cur.content, n) == 0);
     bool same_path = !path || strcmp(path, cur.path) == 0;
-    if (want_sha && strcmp(want_sha, cur.sha) != 0 && !(same_content && same_path)) {
+    /* The idempotent-retry exception needs something asked for: an
+     * update carrying only a stale precondition is refused. */
+    bool asked = content || path;
+    if (want_sha && strcmp(want_sha, cur.sha) != 0 && !(asked && same_content && same_path)) {
         rc = -EAGAIN;
         reply_precondition(rp, "the memory's content_sha256 does not match the precondition");
         goto end;

@@ -217,7 +217,11 @@ void versions_list(struct req *rq, struct reply *rp)
         char key[32];
         snprintf(key, sizeof(key), "v%lld", (long long)last);
         char *next = cursor_encode(key, strlen(key));
-        cJSON_AddStringToObject(res, "next_page", next ? next : "");
+        if (!next) { /* "" would read as the last page: the list cut short */
+            rc = -ENOMEM;
+            goto fail;
+        }
+        cJSON_AddStringToObject(res, "next_page", next);
         free(next);
     } else {
         cJSON_AddNullToObject(res, "next_page");

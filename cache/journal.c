@@ -111,36 +111,45 @@ static int put_epoch(struct cache *c, const char *key, uint64_t epoch)
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "journal epoch");
 }
 
-static uint64_t get_epoch(struct cache *c, const char *key)
+/* The epoch of key's journal already committed (0: none). */
+static int get_epoch(struct cache *c, const char *key, uint64_t *out)
 {
     sqlite3_stmt *st;
-    if (db_prepare(c, "SELECT value FROM meta WHERE key = ?1", &st))
-        return 0;
+    *out = 0;
+    int rc = db_prepare(c, "SELECT value FROM meta WHERE key = ?1", &st);
+    if (rc)
+        return rc;
     sqlite3_bind_text(st, 1, key, -1, SQLITE_TRANSIENT);
-    uint64_t e = sqlite3_step(st) == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *out = (uint64_t)sqlite3_column_int64(st, 0);
     db_finish(c, st);
-    return e;
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(c, rc, "journal epoch");
 }
 
-/* The live node at path in store, or its directory's when dir; 0 if none. */
-static uint64_t ino_at(struct cache *c, const char *store, const char *path, size_t n, bool dir,
-                       bool *is_dir)
+/* The live node at path in store, or its directory's when dir: *ino, 0
+ * if none.  A database error is returned, never taken for "none" (the
+ * record would be kept aside and its file left at the older content). */
+static int ino_at(struct cache *c, const char *store, const char *path, size_t n, bool dir,
+                  bool *is_dir, uint64_t *ino)
 {
     sqlite3_stmt *st;
-    if (db_prepare(c, "SELECT ino, is_dir FROM nodes WHERE store = ?1 AND path = ?2"
-                      " AND unlinked = 0 AND ino > 2", &st))
-        return 0;
+    *ino = 0;
+    int rc = db_prepare(c, "SELECT ino, is_dir FROM nodes WHERE store = ?1 AND path = ?2"
+                           " AND unlinked = 0 AND ino > 2", &st);
+    if (rc)
+        return rc;
     sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, path, (int)n, SQLITE_TRANSIENT);
-    uint64_t ino = 0;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        ino = (uint64_t)sqlite3_column_int64(st, 0);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *ino = (uint64_t)sqlite3_column_int64(st, 0);
         *is_dir = sqlite3_column_int(st, 1) != 0;
         if (dir != *is_dir)
-            ino = 0;
+            *ino = 0;
     }
     db_finish(c, st);
-    return ino;
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(c, rc, "journal target");
 }
 
 /* The node a record's content goes to: its own (same ino, store and
@@ -153,6 +162,8 @@ static int target(struct cache *c, const struct jhdr *h, const char *store, cons
     struct cnode n = {0};
     char id[CACHE_ID_MAX] = "";
     int got = db_get_node(c, h->ino, &n);
+    if (got && got != -ENOENT)
+        return got;
     if (got == 0) {
         bool mine = !n.is_dir && strcmp(n.path, path) == 0 &&
                     db_writable_store(c, h->ino, id, NULL) == 0 && strcmp(id, store) == 0;
@@ -174,21 +185,24 @@ static int target(struct cache *c, const struct jhdr *h, const char *store, cons
         }
     }
     bool is_dir = false;
-    if ((*ino = ino_at(c, store, path, strlen(path), false, &is_dir)) != 0)
-        return 0;
+    int rc = ino_at(c, store, path, strlen(path), false, &is_dir, ino);
+    if (rc || *ino)
+        return rc;
     if (is_dir)
         return -EISDIR;
     const char *slash = strrchr(path, '/');
     if (!slash || !slash[1])
         return -EINVAL;
-    uint64_t dir = ino_at(c, store, path, slash == path ? 1 : (size_t)(slash - path), true,
-                          &is_dir);
+    uint64_t dir = 0;
+    rc = ino_at(c, store, path, slash == path ? 1 : (size_t)(slash - path), true, &is_dir, &dir);
+    if (rc)
+        return rc;
     if (!dir)
         return -ENOENT;
     /* A file an open created whose row a failed commit undid: the kernel
      * still has it under the ino it was told (never given to another
      * node), so it comes back under that ino. */
-    int rc = db_create_node(c, dir, slash + 1, h->mtime, got == -ENOENT ? h->ino : 0, &n);
+    rc = db_create_node(c, dir, slash + 1, h->mtime, got == -ENOENT ? h->ino : 0, &n);
     if (!rc)
         *ino = n.ino;
     cnode_clear(&n);
@@ -272,10 +286,16 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
         free(data);
         return e;
     }
-    uint64_t done = get_epoch(c, key), first = 0;
+    /* The epoch is read in the transaction that applies the records: a
+     * daemon that replayed them meanwhile (another process opening the
+     * same cache) has committed its epoch by the time this one can
+     * write, and nothing is applied twice. */
+    uint64_t done = 0, first = 0;
     size_t off = 0;
-    int rc = 0;
-    bool open_tx = false;
+    int rc = db_exec(c, "BEGIN IMMEDIATE");
+    bool open_tx = rc == 0, burnt = false;
+    if (!rc)
+        rc = get_epoch(c, key, &done);
     while (!rc && (size_t)got - off >= sizeof(struct jhdr)) {
         struct jhdr h;
         memcpy(&h, data + off, sizeof(h));
@@ -299,8 +319,8 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
         id[h.store_len] = '\0';
         if (!p)
             rc = -ENOMEM;
-        if (!rc && !open_tx && (rc = db_exec(c, "BEGIN IMMEDIATE")) == 0) {
-            open_tx = true;
+        if (!rc && !burnt) {
+            burnt = true;
             rc = db_ino_burnt(c); /* a record may make a new file */
         }
         if (!rc)
@@ -311,13 +331,14 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
         off += need;
     }
     if (open_tx) {
-        if (!rc)
+        if (!rc && *n)
             rc = put_epoch(c, key, first);
         if (!rc)
             rc = db_exec(c, "COMMIT");
         if (rc)
             sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
-        db_inos_ended(c, rc == 0);
+        if (burnt)
+            db_inos_ended(c, rc == 0);
     }
     if (!rc && first && first > *epoch)
         *epoch = first;

@@ -141,12 +141,21 @@ static int reserve(struct ofile *f, size_t n)
     return 0;
 }
 
-static void set_dirty(struct ofile *f, int64_t now_ns, bool *first_dirty)
+/* The first change to a clean buffer marks its node dirty in the cache
+ * (c), before the buffer changes and under its lock: a mark that fails
+ * fails the change, which then leaves the buffer as it was (changed
+ * first, the bytes the caller was told failed would be saved by the next
+ * close, and the node, never marked, left open to a remote update).  A
+ * file this open created is dirty in the cache already. */
+static int mark_first(struct ofile *f, struct cache *c)
 {
-    /* A file this open created is dirty in the cache already: nothing to
-     * mark there. */
-    if (first_dirty)
-        *first_dirty = !f->dirty && !f->unsaved && !f->lost;
+    if (!c || f->dirty || f->unsaved || f->lost)
+        return 0;
+    return cache_mark_dirty(c, f->row);
+}
+
+static void set_dirty(struct ofile *f, int64_t now_ns)
+{
     f->dirty = true;
     f->wrote = true;
     f->mtime_ns = now_ns;
@@ -154,7 +163,7 @@ static void set_dirty(struct ofile *f, int64_t now_ns, bool *first_dirty)
 }
 
 static int write_locked(struct ofile *f, const char *data, size_t size, uint64_t off,
-                        int64_t now_ns, bool *first_dirty)
+                        int64_t now_ns, struct cache *c)
 {
     if (off > MEM_CONTENT_MAX_BYTES || size > MEM_CONTENT_MAX_BYTES - off) {
         /* `cat big > f`: the file was emptied, or written up to the limit. */
@@ -163,6 +172,8 @@ static int write_locked(struct ofile *f, const char *data, size_t size, uint64_t
     }
     size_t end = (size_t)off + size;
     int rc = f->loaded ? reserve(f, end > f->len ? end : f->len) : -EIO;
+    if (!rc)
+        rc = mark_first(f, c);
     if (!rc) {
         if (off > f->len)
             memset(f->buf + f->len, 0, (size_t)off - f->len);
@@ -170,61 +181,55 @@ static int write_locked(struct ofile *f, const char *data, size_t size, uint64_t
             memcpy(f->buf + off, data, size);
         if (end > f->len)
             f->len = end;
-        set_dirty(f, now_ns, first_dirty);
+        set_dirty(f, now_ns);
     }
     return rc;
 }
 
 int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
-                bool *first_dirty)
+                struct cache *c)
 {
-    if (first_dirty)
-        *first_dirty = false;
     pthread_mutex_lock(&f->lock);
-    int rc = write_locked(f, data, size, off, now_ns, first_dirty);
+    int rc = write_locked(f, data, size, off, now_ns, c);
     pthread_mutex_unlock(&f->lock);
     return rc;
 }
 
 int ofile_append(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
-                 bool *first_dirty, bool *moved)
+                 struct cache *c, bool *moved)
 {
-    if (first_dirty)
-        *first_dirty = false;
     *moved = false;
     pthread_mutex_lock(&f->lock);
     /* Not loaded: -EIO below, and the caller loads the buffer first. */
     uint64_t end = f->loaded ? f->len : off;
-    int rc = write_locked(f, data, size, end, now_ns, first_dirty);
+    int rc = write_locked(f, data, size, end, now_ns, c);
     *moved = !rc && end != off;
     pthread_mutex_unlock(&f->lock);
     return rc;
 }
 
-int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, bool *first_dirty)
+int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, struct cache *c)
 {
-    if (first_dirty)
-        *first_dirty = false;
     if (size > MEM_CONTENT_MAX_BYTES)
         return -EFBIG;
     pthread_mutex_lock(&f->lock);
-    int rc = 0;
-    if (!f->loaded && size == 0) {
+    int rc = f->loaded || size == 0 ? 0 : -EIO;
+    if (!rc)
+        rc = reserve(f, (size_t)size);
+    if (!rc)
+        rc = mark_first(f, c);
+    if (!rc && !f->loaded) {
         f->loaded = true;
         f->len = 0;
         f->sha[0] = '\0'; /* edited from content unknown here: see ofile_set_origin */
-    } else if (!f->loaded) {
-        rc = -EIO;
     }
-    if (!rc)
-        rc = reserve(f, (size_t)size);
     if (!rc) {
         if (size > f->len)
             memset(f->buf + f->len, 0, (size_t)size - f->len);
         f->len = (size_t)size;
         if (!size)
             f->cut = false; /* written again from nothing */
-        set_dirty(f, now_ns, first_dirty);
+        set_dirty(f, now_ns);
     }
     pthread_mutex_unlock(&f->lock);
     return rc;

@@ -66,20 +66,21 @@ bool ofile_current_locked(const struct ofile *f, const char *sha);
 void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sha);
 
 /* Writes size bytes at off (the buffer must be loaded).  -EFBIG past
- * MEM_CONTENT_MAX_BYTES (nothing changes), -ENOMEM.  Sets *first_dirty
- * when this write made a clean buffer dirty whose cache node may be clean
- * (not for a file this open created: the cache has it dirty already). */
+ * MEM_CONTENT_MAX_BYTES (nothing changes), -ENOMEM.  The first change to
+ * a clean buffer marks its node dirty in c first (not for a file this
+ * open created: the cache has it dirty already); when that fails, its
+ * error is returned and nothing changes.  c NULL: no mark. */
 int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
-                bool *first_dirty);
+                struct cache *c);
 /* The same for a descriptor opened with O_APPEND: the bytes go at the end
  * of the buffer, wherever the kernel put them (off: its idea of the size,
  * stale when the store changed the file since it last asked); *moved
  * says they went elsewhere than off, so its pages and size are wrong. */
 int ofile_append(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
-                 bool *first_dirty, bool *moved);
+                 struct cache *c, bool *moved);
 /* Sets the length (zero-filling growth); -EFBIG past the limit.  Marks the
- * buffer loaded (a truncation to 0 needs no content). */
-int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, bool *first_dirty);
+ * buffer loaded (a truncation to 0 needs no content); marks as above. */
+int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, struct cache *c);
 /* Copies up to size bytes from off into a malloc'd *out (NULL when *n is
  * 0), so the caller replies to the kernel without holding the lock. */
 int ofile_read(struct ofile *f, uint64_t off, size_t size, char **out, size_t *n);

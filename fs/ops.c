@@ -487,17 +487,14 @@ int ops_open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
          * kernel keeps its pages, and a read it still sends loads them
          * (op_read). */
     } else if (writing && (fi->flags & O_TRUNC)) {
-        bool first = false;
         struct cnode n;
         rc = cache_getattr(s->cache, f->row, &n);
         if (!rc) {
-            rc = n.is_dir ? -EISDIR : ofile_truncate(f, 0, ops_now_ns(), &first);
+            rc = n.is_dir ? -EISDIR : ofile_truncate(f, 0, ops_now_ns(), s->cache);
             if (!rc)
                 ofile_set_origin(f, n.sha);
             cnode_clear(&n);
         }
-        if (!rc && first)
-            rc = cache_mark_dirty(s->cache, f->row);
     } else {
         rc = ops_load(s, f);
         if (!rc)

@@ -88,13 +88,10 @@ static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, uint64
      * open for writing does, ops.c). */
     if (!rc && !open_f)
         rc = ofile_end_lost(f, s->cache, dropped);
-    bool first = false;
     if (!rc && size > 0)
         rc = ops_load(s, f);
     if (!rc)
-        rc = ofile_truncate(f, size, ops_now_ns(), &first);
-    if (!rc && first)
-        rc = cache_mark_dirty(s->cache, row);
+        rc = ofile_truncate(f, size, ops_now_ns(), s->cache);
     if (!rc && !open_f)
         rc = ofile_flush(f, s->cache, OFILE_PATH, NULL, NULL);
     if (!open_f)
@@ -408,13 +405,14 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 }
 
 /* One write into f's buffer: at off, or for an O_APPEND descriptor at its
- * end (ofile_append; *moved: not where the kernel put it). */
-static int put_bytes(struct ofile *f, const struct fuse_file_info *fi, const char *buf,
-                     size_t size, off_t off, bool *first, bool *moved)
+ * end (ofile_append; *moved: not where the kernel put it).  The first
+ * change of a clean buffer marks the file dirty in the cache first. */
+static int put_bytes(struct fs_store *s, struct ofile *f, const struct fuse_file_info *fi,
+                     const char *buf, size_t size, off_t off, bool *moved)
 {
     if (fi->flags & O_APPEND)
-        return ofile_append(f, buf, size, (uint64_t)off, ops_now_ns(), first, moved);
-    return ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), first);
+        return ofile_append(f, buf, size, (uint64_t)off, ops_now_ns(), s->cache, moved);
+    return ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), s->cache);
 }
 
 void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -428,12 +426,10 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
         fuse_reply_err(req, f ? EINVAL : EBADF);
         return;
     }
-    bool first = false, moved = false;
-    int rc = put_bytes(f, fi, buf, size, off, &first, &moved);
+    bool moved = false;
+    int rc = put_bytes(s, f, fi, buf, size, off, &moved);
     if (rc == -EIO && ops_load(s, f) == 0) /* unloaded: the store won over an earlier edit */
-        rc = put_bytes(f, fi, buf, size, off, &first, &moved);
-    if (!rc && first)
-        rc = cache_mark_dirty(s->cache, f->row);
+        rc = put_bytes(s, f, fi, buf, size, off, &moved);
     if (rc) {
         fuse_reply_err(req, -rc);
         return;

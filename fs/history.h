@@ -83,15 +83,25 @@ struct restore_done {
     bool created;        /* a new file was made (with its missing directories) */
     bool kept_conflict;  /* unpushed content it replaced was kept as a record */
 };
+/* What the caller checked is at the path, checked again once the
+ * store's syncs are held off (a sync may have moved, removed or replaced
+ * the file since): a file of memory_id (NULL: none may be replaced), a
+ * file never synced (may_unsynced), or nothing (may_create). */
+struct restore_want {
+    const char *memory_id;
+    bool may_unsynced;
+    bool may_create;
+};
 /* Makes buf the content of the file at memory path `path` of store s, as
  * a write and close through the mount would: saved in the cache (dirty:
  * the next sync pushes it), the kernel's pages and attributes of it
  * dropped.  A missing file is created, with its missing directories.
  * Local content not pushed yet that it replaces is kept as a conflict
  * record first.  -EROFS (read-only store), -EISDIR, -ENOTDIR, -EBUSY (the
- * file is open for writing), or another negative errno. */
+ * file is open for writing), -ESTALE (what is at the path is not what
+ * want says), or another negative errno. */
 int restore_write(struct daemon *d, struct fs_store *s, const char *path, const char *buf,
-                  size_t len, struct restore_done *done);
+                  size_t len, const struct restore_want *want, struct restore_done *done);
 /* The file of memory path `path` of store s (live), or -ENOENT. */
 int restore_node_at(struct daemon *d, struct fs_store *s, const char *path, struct cnode *out);
 

@@ -163,6 +163,10 @@ static void edit_why(struct job *j, int rc, const char *path, char *why, size_t 
     else if (rc == -ENOTDIR)
         snprintf(why, whylen, "%s%s: a file stands where a directory of that path must be",
                  m, path);
+    else if (rc == -ESTALE)
+        snprintf(why, whylen, "%s%s changed while the restore was looking at it (a sync moved, "
+                 "removed or replaced the file); nothing was changed: look again and restore "
+                 "again", m, path);
     else
         snprintf(why, whylen, "%s%s: cannot write it: %s", m, path, strerror(-rc));
 }
@@ -328,9 +332,23 @@ static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
     }
     if (!rc && !to && is_live)
         catch_up(j, v.memory_id, &synced, &kept);
+    /* What was checked above, checked again once the syncs are held off:
+     * the sync catch_up runs (or one running meanwhile) may have moved,
+     * removed or replaced the file. */
+    struct restore_want want = {
+        .memory_id = !to && is_live ? v.memory_id : NULL,
+        .may_unsynced = takes_over,
+        .may_create = to || (!is_live && !has_at),
+    };
     struct restore_done done = {0};
-    if (!rc && (rc = restore_write(j->d, j->s, target, v.content, v.content_len, &done)))
+    if (!rc && (rc = restore_write(j->d, j->s, target, v.content, v.content_len, &want, &done))) {
         edit_why(j, rc, target, why, whylen);
+        if (synced) { /* "nothing was changed" is not the whole story */
+            size_t l = strlen(why);
+            snprintf(why + l, whylen - l, "; a sync ran first: the file has the store's "
+                     "version now%s", kept ? ", its unpushed edit kept as a conflict record" : "");
+        }
+    }
     if (!rc && synced)
         fprintf(out, "memory %s had changed in the store since the last sync: synced it "
                      "first\n", v.memory_id);
@@ -464,14 +482,32 @@ static int do_conflict_restore(struct job *j, FILE *out, char *why, size_t whyle
      * the one at its path, else a new one there. */
     struct cnode n;
     snprintf(target, sizeof(target), "%s", k.path);
+    /* The file that has the record's memory, or at its path a file never
+     * synced or a new one: never another memory's file (its next sync
+     * would push the record into that memory). */
+    struct restore_want want = {.memory_id = k.memory_id[0] ? k.memory_id : NULL,
+                                .may_unsynced = true, .may_create = true};
+    bool of_memory = false;
     if (!rc && k.memory_id[0] && cache_file_of_memory(j->d->cache, store, k.memory_id, &n) == 0) {
         snprintf(target, sizeof(target), "%s", n.path);
+        cnode_clear(&n);
+        want.may_unsynced = want.may_create = false;
+        of_memory = true;
+    } else if (!rc && cache_node_at(j->d->cache, store, target, &n) == 0) {
+        if (!n.is_dir && n.memory_id[0] && strcmp(n.memory_id, k.memory_id) != 0) {
+            snprintf(why, whylen, "%s%s is memory %s's file now, not memory %s's: conflict %s "
+                     "is not restored over it; move that file away, or read the record with "
+                     "'memstorefs conflicts show %s' (nothing was changed)", s->mount_path,
+                     target, n.memory_id, k.memory_id[0] ? k.memory_id : "(none)", j->f[1],
+                     j->f[1]);
+            rc = -EEXIST;
+        }
         cnode_clear(&n);
     }
     struct restore_done done = {0};
     if (!rc) {
         j->s = s;
-        rc = restore_write(j->d, s, target, lost, lost_len, &done);
+        rc = restore_write(j->d, s, target, lost, lost_len, &want, &done);
         if (rc)
             edit_why(j, rc, target, why, whylen);
     }
@@ -479,8 +515,8 @@ static int do_conflict_restore(struct job *j, FILE *out, char *why, size_t whyle
         cache_conflict_restored(j->d->cache, k.id);
         fprintf(out, "restored conflict %s as the content of %s%s%s%s%s (the record is "
                      "dropped: its content is the file's now)\n", j->f[1], s->mount_path,
-                target, done.created ? ", a new file" : "", k.memory_id[0] ? ", memory " : "",
-                k.memory_id);
+                target, done.created ? ", a new file" : "", of_memory ? ", memory " : "",
+                of_memory ? k.memory_id : "");
         say_done(out, &done);
     }
     free(lost);

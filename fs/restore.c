@@ -101,8 +101,11 @@ static int replace_locked(struct daemon *d, struct fs_store *s, const struct ofi
     } else if (!done->created && strcmp(n.sha, sha) == 0) {
         done->unchanged = true;
     } else {
-        if (!done->created && n.state != CNODE_CLEAN && n.sha[0] && n.has_content) {
-            /* Content the store does not have: kept before it is replaced. */
+        /* Content the store does not have: kept before it is replaced (a
+         * file only renamed since its last sync is dirty with the store's
+         * bytes: nothing to keep). */
+        bool unpushed = !n.memory_id[0] || strcmp(n.sha, n.base_sha) != 0;
+        if (!done->created && n.state != CNODE_CLEAN && n.sha[0] && n.has_content && unpushed) {
             rc = cache_conflict_add(d->cache, s->id, n.path, n.memory_id, n.sha, sha);
             done->kept_conflict = !rc;
         }
@@ -115,10 +118,10 @@ static int replace_locked(struct daemon *d, struct fs_store *s, const struct ofi
 }
 
 static int write_held(struct daemon *d, struct fs_store *s, const char *path, const char *buf,
-                      size_t len, struct restore_done *done);
+                      size_t len, const struct restore_want *want, struct restore_done *done);
 
 int restore_write(struct daemon *d, struct fs_store *s, const char *path, const char *buf,
-                  size_t len, struct restore_done *done)
+                  size_t len, const struct restore_want *want, struct restore_done *done)
 {
     memset(done, 0, sizeof(*done));
     if (s->read_only)
@@ -129,13 +132,23 @@ int restore_write(struct daemon *d, struct fs_store *s, const char *path, const 
      * (which pushes it), or refused once that sync ran (an unmount). */
     if (!syncer_hold(d->sync, s->sync_idx))
         return -ESHUTDOWN;
-    int rc = write_held(d, s, path, buf, len, done);
+    int rc = write_held(d, s, path, buf, len, want, done);
     syncer_release(d->sync, s->sync_idx);
     return rc;
 }
 
+/* Whether n (the file at the path now) is what the caller checked. */
+static bool as_checked(const struct cnode *n, const struct restore_want *want)
+{
+    if (n->is_dir)
+        return true; /* -EISDIR below says it */
+    if (!n->memory_id[0])
+        return want->may_unsynced;
+    return want->memory_id && strcmp(n->memory_id, want->memory_id) == 0;
+}
+
 static int write_held(struct daemon *d, struct fs_store *s, const char *path, const char *buf,
-                      size_t len, struct restore_done *done)
+                      size_t len, const struct restore_want *want, struct restore_done *done)
 {
     struct sync_notify nt;
     fs_notify_init(s, &nt);
@@ -145,6 +158,12 @@ static int write_held(struct daemon *d, struct fs_store *s, const char *path, co
     uint64_t parent = 0;
     const char *name = strrchr(path, '/') + 1;
     int rc = restore_node_at(d, s, path, &n);
+    if (rc == -ENOENT && !want->may_create)
+        return -ESTALE; /* the file went (a sync moved or removed it) */
+    if (!rc && !as_checked(&n, want)) {
+        cnode_clear(&n);
+        return -ESTALE; /* another file is there now */
+    }
     if (rc == -ENOENT) {
         /* A new file, as open(O_CREAT) then write and close make one. */
         rc = make_parents(d, s, &nt, path, &parent);

@@ -507,3 +507,92 @@ Test(mount_history, a_server_failing_or_down_is_a_clear_error)
     free(v);
     free(id);
 }
+
+/* The memory moved and edited in the store since the last sync: the
+ * restore's catch-up sync moves the file away from the path it checked.
+ * The restore must not then make a new file there (a second memory with
+ * the old version, while the memory kept the edit it was meant to undo):
+ * it says the file changed meanwhile and changes nothing. */
+Test(mount_history, a_restore_of_a_file_a_sync_moves_away_makes_no_new_memory)
+{
+    sy_mount(false, "--sync-interval 3600");
+    char *id = sy_id("/notes/a.md"), *out = NULL, *cmd = NULL;
+    edit_synced("notes/a.md", "second\n");
+    char *second = server_version(id, 0);
+    cr_assert(asprintf(&cmd, "restore notes/a.md --version %s", second) > 0);
+    cr_assert_eq(sy_remote_update(id, "{\"path\":\"/notes/moved.md\","
+                                      "\"content\":\"moved and edited\\n\"}"), 200);
+    cr_expect_neq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(out && strstr(out, "changed while the restore was looking at it"), "%s", out);
+    free(out);
+    sy_after_sync();
+    cr_expect_eq(sy_count_versions(NULL, "created"), 2, "a memory was created");
+    char *c = sy_content("/notes/moved.md");
+    cr_expect_str_eq(c ? c : "(none)", "moved and edited\n");
+    free(c);
+    c = sy_content("/notes/a.md");
+    cr_expect_null(c, "a new memory holds the old version: %s", c);
+    free(c);
+    cr_expect_neq(sy_run(NULL, "test -e notes/a.md"), 0, "a new file was made");
+    free(cmd);
+    free(second);
+    free(id);
+}
+
+/* A conflict record of a memory deleted since, at a path another memory
+ * holds now: `conflicts restore` refuses to write it into that memory's
+ * file (its next sync would push the record into the other memory).
+ * Before the fix it did, and said it restored the deleted memory. */
+Test(mount_history, a_conflict_restore_never_writes_into_another_memory_s_file)
+{
+    sy_mount(false, "--sync-interval 3600");
+    char *id = sy_id("/notes/a.md"), *out = NULL;
+    edit_synced("notes/a.md", "second\n");
+    cr_assert_eq(sy_run(NULL, "echo local > notes/a.md"), 0);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote\\n\"}"), 200);
+    sy_after_sync();
+    char *k = mnt_q(&E, "SELECT id FROM conflicts");
+    cr_assert(k && *k, "no conflict record");
+    cr_assert_eq(sy_remote_delete(id), 200);
+    char *other = t_create_memory(&E.msd, store, "/notes/a.md", "another memory\n");
+    cr_assert_not_null(other);
+    sy_after_sync();
+    char *cmd = NULL;
+    cr_assert(asprintf(&cmd, "conflicts restore %s", k) > 0);
+    cr_expect_neq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(out && strstr(out, "not restored over it"), "%s", out);
+    free(out);
+    sy_after_sync();
+    char *c = sy_content("/notes/a.md");
+    cr_expect_str_eq(c ? c : "(none)", "another memory\n", "the record went into another memory");
+    free(c);
+    free(cmd);
+    free(other);
+    free(k);
+    free(id);
+}
+
+/* A file only renamed since its last sync holds the store's bytes: a
+ * restore keeps no conflict record of them (before: one, and the file's
+ * state read "conflict" until it was dropped by hand). */
+Test(mount_history, a_restore_of_a_renamed_file_keeps_no_record_of_the_store_s_bytes)
+{
+    sy_mount(false, "--sync-interval 3600");
+    char *id = sy_id("/notes/a.md"), *out = NULL, *cmd = NULL;
+    edit_synced("notes/a.md", "second\n");
+    char *first = server_version(id, 1);
+    cr_assert_eq(sy_run(NULL, "mv notes/a.md notes/b.md"), 0);
+    cr_assert(asprintf(&cmd, "restore notes/b.md --version %s", first) > 0);
+    cr_expect_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(out && !strstr(out, "conflict record"), "%s", out);
+    free(out);
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(k, "0", "a record of the store's own bytes was kept");
+    free(k);
+    sy_run(&out, "cat notes/b.md");
+    cr_expect_str_eq(out ? out : "", "first\n");
+    free(out);
+    free(cmd);
+    free(first);
+    free(id);
+}

@@ -344,7 +344,12 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
     cy.plan.limit = rec_delete_cap(cs.files + cs.tombstones);
     if ((rc = cache_sent_list(s->c, st->id, &cy.sent.v, &cy.sent.n)))
         goto fail;
-    settle_lost_creates(&cy);
+    /* Only against a view read from the store: the next slice of a
+     * backlog decides against the cache's baselines, where a create whose
+     * answer was lost cannot show, and dropping its record there let its
+     * memory come back into the mount after its file was removed. */
+    if (fr.ok || head.ok)
+        settle_lost_creates(&cy);
     if ((rc = load_local(&cy)) || (rc = plan_all(&cy)))
         goto fail;
     if ((rc = engine_apply(s, st, rl, nr, why, whylen)))

@@ -460,7 +460,10 @@ int ops_load(struct fs_store *s, struct ofile *f)
     }
 }
 
-int ops_open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
+/* Opens the file at row for fi's flags (O_TRUNC included): its handle
+ * set in fi, with keep_cache and noflush.  0, or a negative errno with
+ * nothing held.  open_undo gives back what an unanswered open holds. */
+static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
 {
     bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
     if (writing && s->read_only)
@@ -519,7 +522,7 @@ int ops_open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
     return 0;
 }
 
-void ops_open_undo(struct fuse_file_info *fi)
+static void open_undo(struct fuse_file_info *fi)
 {
     struct ofile *f = ops_ofile(fi);
     if (ops_fh_writer(fi))
@@ -541,11 +544,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_open(req, fi);
         return;
     }
-    int rc = ops_open_row(s, fs_to_row(s, ino), fi);
+    int rc = open_row(s, fs_to_row(s, ino), fi);
     if (rc)
         fuse_reply_err(req, -rc);
     else if (fuse_reply_open(req, fi) != 0)
-        ops_open_undo(fi); /* the open was interrupted: no release will come */
+        open_undo(fi); /* the open was interrupted: no release will come */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -77,11 +77,6 @@ int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait);
 /* Makes f hold the current content of its file (loading it from the
  * cache, or downloading it); a buffer with unflushed changes is kept. */
 int ops_load(struct fs_store *s, struct ofile *f);
-/* Opens the file at row for fi's flags (O_TRUNC included): its handle
- * set in fi, with keep_cache and noflush.  0, or a negative errno with
- * nothing held.  ops_open_undo gives back what an unanswered open holds. */
-int ops_open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi);
-void ops_open_undo(struct fuse_file_info *fi);
 /* The mode bits a node reports. */
 mode_t ops_mode(const struct fs_store *s, bool is_dir);
 

@@ -311,71 +311,6 @@ static void answer_create(void *arg)
     }
 }
 
-/* Whether the caller of req may open a file of s for fi's access (the
- * kernel's default_permissions check, which it skips for a file it
- * believes its create made). */
-static bool may_open_existing(fuse_req_t req, struct fs_store *s, const struct fuse_file_info *fi)
-{
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
-    if (ctx->uid == 0)
-        return true;
-    mode_t m = ops_mode(s, false), want = 0;
-    int acc = fi->flags & O_ACCMODE;
-    if (acc != O_WRONLY)
-        want |= 4;
-    if (acc != O_RDONLY || (fi->flags & O_TRUNC))
-        want |= 2;
-    int shift = 0;
-    if (ctx->uid == s->uid) {
-        shift = 6;
-    } else {
-        bool in = ctx->gid == s->gid;
-        gid_t groups[64];
-        int ng = in ? 0 : fuse_req_getgroups(req, 64, groups);
-        for (int i = 0; i < ng && i < 64; i++)
-            in = in || groups[i] == s->gid;
-        shift = in ? 3 : 0;
-    }
-    return ((m >> shift) & want) == want;
-}
-
-/* open(O_CREAT) without O_EXCL of a name the kernel thought free, which
- * the sync made meanwhile (it applied a remote create between the
- * kernel's lookup and this request): the existing file is opened, as it
- * would have been a moment later.  The kernel takes the answer as a
- * create and skips its own truncation and permission check: both are
- * done here. */
-static void create_existing(fuse_req_t req, struct fs_store *s, uint64_t prow, const char *name,
-                            struct fuse_file_info *fi)
-{
-    struct cnode n;
-    int rc = cache_lookup(s->cache, prow, name, &n);
-    if (rc) {
-        fuse_reply_err(req, rc == -ENOENT ? EEXIST : -rc);
-        return;
-    }
-    uint64_t row = n.ino;
-    bool is_dir = n.is_dir;
-    cnode_clear(&n);
-    if (is_dir)
-        rc = -EISDIR;
-    else if (!may_open_existing(req, s, fi))
-        rc = -EACCES;
-    else
-        rc = ops_open_row(s, row, fi);
-    if (!rc && (rc = ops_getnode(s, row, &n)) != 0)
-        ops_open_undo(fi);
-    if (rc) {
-        fuse_reply_err(req, -rc);
-        return;
-    }
-    struct fuse_entry_param e;
-    ops_fill_entry(s, &n, &e);
-    cnode_clear(&n);
-    if (fuse_reply_create(req, &e, fi) != 0)
-        ops_open_undo(fi); /* interrupted: no release will come */
-}
-
 void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                 struct fuse_file_info *fi)
 {
@@ -396,7 +331,14 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
                   "answered; its first save fails", "memory_store_id", s->id, "error",
                   strerror(-rc));
     else if (rc == -EEXIST && !(fi->flags & O_EXCL))
-        create_existing(req, s, prow, name, fi);
+        /* open(O_CREAT) without O_EXCL of a name the kernel looked up as
+         * free, which the sync made meanwhile: ESTALE makes the kernel
+         * walk the path again (do_filp_open, LOOKUP_REVAL), find the file
+         * and open it as any open does, with its own permission check
+         * and O_TRUNC, after the directory's lock is let go.  (Opening it
+         * here, under that lock, could download it or notify the kernel,
+         * which may wait for that very directory.) */
+        fuse_reply_err(req, ESTALE);
     else if (rc)
         fuse_reply_err(req, -rc);
     else if (!a.sent)

@@ -372,7 +372,7 @@ int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait)
     /* With no lock held, while another thread serves the mount's other
      * requests. */
     fsloop_blocking();
-    int rc = syncer_fetch(s->sync, s->sync_idx, n->memory_id, n->sha);
+    int rc = syncer_fetch(s->sync, s->sync_idx, n->memory_id, n->sha, wait);
     if (rc == -ESTALE) {
         /* The memory changed again since it was listed: the sync thread
          * was kicked to bring the node to it (and to tell the kernel).

@@ -294,12 +294,12 @@ int engine_keep_fetched(struct syncer *s, const struct api_memory *m, const char
  * many more threads than this), and the server sees a bounded burst. */
 #define FETCH_SLOTS 16
 
-int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha)
+int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha, bool queue)
 {
     struct sstore *st = &s->v[idx];
     struct api_fetch f = {.memory_id = memory_id};
     pthread_mutex_lock(&s->lock);
-    while (s->fetching >= FETCH_SLOTS)
+    while (queue && s->fetching >= FETCH_SLOTS)
         pthread_cond_wait(&s->fetch_free, &s->lock);
     s->fetching++;
     pthread_mutex_unlock(&s->lock);

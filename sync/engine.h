@@ -79,8 +79,10 @@ void syncer_disable(struct syncer *s, int idx);
 int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen);
 
 /* Downloads the content of one memory into the cache (blocking).  0 when
- * the bytes of sha are in the cache afterwards. */
-int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha);
+ * the bytes of sha are in the cache afterwards.  At most FETCH_SLOTS run
+ * at once; with queue false the call does not wait for a slot (a caller
+ * holding directory locks: a rename). */
+int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha, bool queue);
 
 /* Background thread: prefetches missing content, then syncs every store
  * at once and every interval after.  syncer_stop waits (bounded) for it

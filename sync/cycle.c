@@ -273,6 +273,7 @@ static int find_remote(struct cycle *cy, struct api_list *list, struct cache_rem
                 return 0;
             }
             rc = feed_view(s, st, fr, list);
+            cy->read = rc == 0;
             return rc ? rc : engine_filter(s, st, list, rl, nr, why, whylen);
         }
         if (engine_first_time(st, fr->why, NULL, NULL))
@@ -287,6 +288,7 @@ static int find_remote(struct cycle *cy, struct api_list *list, struct cache_rem
     int rc = engine_list(s, st, false, list, rl, nr, why, whylen);
     if (!rc)
         count_missed(cy, *rl, *nr);
+    cy->read = rc == 0;
     return rc;
 }
 
@@ -348,7 +350,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
      * backlog decides against the cache's baselines, where a create whose
      * answer was lost cannot show, and dropping its record there let its
      * memory come back into the mount after its file was removed. */
-    if (fr.ok || head.ok)
+    if (cy.read)
         settle_lost_creates(&cy);
     if ((rc = load_local(&cy)) || (rc = plan_all(&cy)))
         goto fail;
@@ -362,7 +364,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
      * them, and only uploads sent before the read: pruned before, a
      * machine offline for over an hour lost the record of an upload the
      * store took, and the edit made since lost to that very upload. */
-    if (fr.ok || head.ok) {
+    if (cy.read) {
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         int64_t cut = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec - SENT_KEEP_NS;

@@ -74,6 +74,8 @@ struct cycle {
     struct tombs tombs;
     struct sents sent;
     bool continuing;      /* the last sync of the store left a backlog */
+    bool read;            /* the remote view was read from the store now (the
+                           * feed or a full listing), not the cache's baselines */
     struct plan plan;
     struct syncer_report rep;
     uint64_t *reverted; /* nodes sent back to their baseline (kernel pages) */

@@ -377,8 +377,16 @@ static int plan_file(struct cycle *cy, struct file *f)
         rc = cache_mark_synced(s->c, n->ino, o.base_id, o.base_sha, o.base_path);
         if (rc)
             return rc == -ENOENT ? 0 : rc;
-        /* Later files of this sync see the memory owned (owned_elsewhere). */
+        /* Later files of this sync see the memory owned (owned_elsewhere),
+         * at the adopted version (a rename cycle through this file checks
+         * its memory against that baseline, remote_unchanged). */
         snprintf(f->n.memory_id, sizeof(f->n.memory_id), "%s", o.base_id);
+        char *bp = strdup(o.base_path ? o.base_path : "");
+        if (!bp)
+            return -ENOMEM;
+        snprintf(f->n.base_sha, sizeof(f->n.base_sha), "%s", o.base_sha ? o.base_sha : "");
+        free(f->n.base_path);
+        f->n.base_path = bp;
     }
     switch (o.action) {
     case REC_CREATE:

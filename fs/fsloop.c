@@ -68,6 +68,7 @@ struct fsloop {
     bool done;
     int err; /* the receive error that ended the loop (0: unmounted or exited) */
     struct spinhint hint; /* after which requests the device is polled */
+    bool starved;         /* the lead could not be handed on (said once) */
 };
 
 struct worker {
@@ -201,11 +202,18 @@ void fsloop_blocking(void)
     pthread_mutex_lock(&l->lock);
     if (l->leader == w && !l->done) {
         l->leader = NULL;
-        if (l->idle)
+        if (l->idle) {
             pthread_cond_signal(&l->lead);
-        else if (l->threads < FSLOOP_MAX_THREADS && !spawn(l))
-            log_warn("cannot start a thread for the other requests of the mount; they wait for a "
-                     "download");
+        } else if (l->threads >= FSLOOP_MAX_THREADS || !spawn(l)) {
+            /* Once a burst: the mount's other requests wait until a
+             * download ends. */
+            if (!l->starved)
+                log_warn("cannot start a thread for the other requests of the mount; they wait "
+                         "for a download");
+            l->starved = true;
+        } else {
+            l->starved = false;
+        }
     }
     pthread_mutex_unlock(&l->lock);
 }

@@ -170,6 +170,22 @@ static bool missed_changes(struct cycle *cy)
     return cache_unsettled_files(cy->s->c, cy->st->id, missed_one, &cy->r) != 0;
 }
 
+bool cycle_listing_missed(struct syncer *s, struct sstore *st, const struct cache_remote *r,
+                          size_t n)
+{
+    struct remote rm = {.by_path = r, .n = n};
+    rm.by_id = calloc(n ? n : 1, sizeof(*rm.by_id));
+    if (!rm.by_id)
+        return true; /* unknown: a full listing decides */
+    for (size_t i = 0; i < n; i++)
+        rm.by_id[i] = &r[i];
+    if (n > 1)
+        qsort(rm.by_id, n, sizeof(*rm.by_id), cmp_id);
+    bool missed = cache_unsettled_files(s->c, st->id, missed_one, &rm) != 0;
+    free(rm.by_id);
+    return missed;
+}
+
 /* Reloads what the decisions read from the cache. */
 static int load_local(struct cycle *cy)
 {

@@ -261,9 +261,17 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen)
     if (!rc)
         cache_versions_prune(s->c, st->id);
     if (!rc && head.ok) {
+        /* As after any full listing (cycle.c): what the apply could not
+         * place is offered again, and a file it left alone (an unpushed
+         * edit or rename from an earlier session) whose memory changed
+         * meanwhile makes the next sync list the store in full; read from
+         * the feed, which names nothing before this head, that sync would
+         * decide the file against its old baseline and push over the
+         * other client's change. */
+        feed_keep_listed_unplaced(s, st, r, n);
         feed_commit(st, &head);
         st->feed.ready = true;
-        st->feed.want_full = false;
+        st->feed.want_full = cycle_listing_missed(s, st, r, n);
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
         st->feed.last_full_s = (int64_t)t.tv_sec;

@@ -162,6 +162,12 @@ int engine_apply(struct syncer *s, struct sstore *st, const struct cache_remote 
  * store's last report may already be a later sync's when it returns. */
 int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
               struct syncer_report *own);
+/* After the apply of a full listing r (sorted by path): whether a file
+ * the apply left alone (dirty, held) has in it something else than its
+ * baseline, which the version feed will not name again: the next sync
+ * must list the store in full to decide it. */
+bool cycle_listing_missed(struct syncer *s, struct sstore *st, const struct cache_remote *r,
+                          size_t n);
 /* True the first time (msg, key, key2) is seen for the life of the mount
  * (st->said, under st->said_lock): a standing warning is logged once. */
 bool engine_first_time(struct sstore *st, const char *msg, const char *key, const char *key2);

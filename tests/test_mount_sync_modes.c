@@ -165,3 +165,41 @@ Test(mount_sync_modes, a_file_written_anew_after_a_disabled_removal_takes_the_me
 {
     rewrite_under("disabled");
 }
+
+/* A rename left unpushed by a session that ended abruptly, and a rename
+ * of the same memory by another client while nothing was mounted: both
+ * sides changed the path, and the store wins.  Before the fix the mount's
+ * listing left the file alone (it is dirty) and the first sync, read from
+ * the version feed (which names nothing before the mount), decided it
+ * against its old baseline: the update with the local path passed its
+ * precondition and undid the other client's rename. */
+Test(mount_sync_modes, a_rename_left_unpushed_loses_to_a_rename_made_while_unmounted)
+{
+    sy_mount(false, "");
+    char *id = sy_id("/k.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    sy_fault("{\"action\":\"status\",\"status\":503,\"count\":0,\"method\":\"POST\"}");
+    cr_assert_eq(sy_run(NULL, "mv k.md b.md"), 0);
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    char *out = NULL;
+    mnt_sh(&E, &out, "$MFS unmount '%s'", mnt); /* cleans the dead mount */
+    free(out);
+    sy_clear_faults();
+    cr_assert_eq(sy_remote_update(id, "{\"path\":\"/c.md\"}"), 200);
+    sy_mount(false, "");
+    sy_after_sync();
+    sy_after_sync();
+    char *at_c = sy_id("/c.md"), *at_b = sy_id("/b.md");
+    cr_expect_str_eq(at_c ? at_c : "(none)", id, "the other client's rename was undone");
+    cr_expect_null(at_b, "the memory is at /b.md");
+    cr_expect(mnt_wait_sh(&E, WITHIN, "test -e '%s/c.md' && ! test -e '%s/b.md'", mnt, mnt),
+              "the mount does not show the store's path");
+    free(at_c);
+    free(at_b);
+    free(id);
+}

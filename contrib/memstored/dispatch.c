@@ -11,9 +11,8 @@
  *              before serving (status: answer the fault's error and touch
  *              nothing; latency: sleep; pages, on a memories list only:
  *              answer a made-up list page) -> auth -> anthropic-beta rule
- *              -> size cap -> route -> the route's handler -> when it
- *              answered 2xx, the first matching drop_after_commit fault,
- *              taken only now, sets *drop;
+ *              -> size cap -> route -> the first matching drop_after_commit
+ *              fault, taken only now, sets *drop -> the route's handler;
  *   /admin/... x-admin-key (404 when no admin key was configured) -> faults.c
  *
  * Keys are compared in constant time (key_eq): the time an answer takes
@@ -241,15 +240,14 @@ static void dispatch_v1(struct msd *srv, struct req *rq, struct reply *rp, bool 
     if (hit.action == FAULT_PAGES) {
         faults_pages(rq, &hit, rp);
     } else {
-        rt->fn(rq, rp);
-        /* A drop_after_commit fault is taken only by a request served with
-         * success (it committed): a refused one would use it up and drop
-         * an answer that changed nothing. */
-        if (rp->status >= 200 && rp->status < 300) {
+        /* A drop_after_commit fault is taken only by a request that is
+         * served (one refused above would use it up and drop nothing). */
+        if (hit.action == FAULT_NONE || hit.action == FAULT_LATENCY) {
             fault_hit_release(&hit);
             faults_match(srv->faults, rq, rq->method, rq->path, FAULT_KIND(FAULT_DROP), &hit);
-            *drop = hit.action == FAULT_DROP;
         }
+        rt->fn(rq, rp);
+        *drop = hit.action == FAULT_DROP;
     }
     rq->actor_key_id = NULL;
 out:

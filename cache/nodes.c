@@ -181,6 +181,12 @@ int cache_getattr(struct cache *c, uint64_t ino, struct cnode *out)
 {
     sqlite3_stmt *st;
     db_lock(c);
+    /* Closed files a failed commit took out of the database go back in
+     * first (journal.c): read without them, a node shows the content from
+     * before a close that was answered, which an open would load over its
+     * writer's buffer.  On failure the retry is left to the saver. */
+    if (c->jstuck && !c->lazy)
+        (void)db_journal_retry(c);
     int rc = db_cached(c, DB_ST_NODE_BY_INO, DB_SQL_NODE_BY_INO, &st);
     if (!rc) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);

@@ -429,6 +429,10 @@ struct cache_sent {
      * cache_sent_list: the node's memory now (and whether it is live). */
     char node_id[CACHE_ID_MAX];
     bool node_live;
+    /* cache_sent_add: the bytes sent (NULL: the content is not sent), kept
+     * as a blob while the record stands. */
+    const char *content;
+    size_t content_len;
 };
 /* Records v[0..n) (ino, memory_id, path, sha) before they are sent, in one
  * transaction; fills each id.  An upload whose node was removed, or took

@@ -54,6 +54,8 @@ static void record_sent(struct cycle *cy, const struct job **jv, size_t n)
         v[k].path = j->path ? j->path : j->where;
         snprintf(v[k].sha, sizeof(v[k].sha), "%s", j->sha);
         snprintf(v[k].node_id, sizeof(v[k].node_id), "%s", j->node_id);
+        v[k].content = j->content;
+        v[k].content_len = j->content_len;
         k++;
     }
     /* Without the records only the recognition of lost answers is missed:

@@ -232,6 +232,17 @@ int feed_read(struct syncer *s, struct sstore *st, size_t memories, struct feed_
         if (k && strcmp(v.items[ix[k]].memory_id, v.items[ix[k - 1]].memory_id) == 0)
             continue;
         const struct api_version *x = &v.items[ix[k]];
+        /* A memory id is never used again: a deletion anywhere in its run
+         * (versions stamped in the same millisecond may come in either
+         * order) says it is gone, whatever the run's first says. */
+        bool deleted = false;
+        for (size_t q = k; q < v.n && strcmp(v.items[ix[q]].memory_id, x->memory_id) == 0; q++)
+            deleted = deleted || (v.items[ix[q]].op == API_OP_DELETED &&
+                                  !v.items[ix[q]].redacted && !was_seen(fd, v.items[ix[q]].id));
+        if (deleted) {
+            rc = add_gone(fr, x->memory_id);
+            continue;
+        }
         if (was_seen(fd, x->id))
             continue;
         if (x->redacted)

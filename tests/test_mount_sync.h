@@ -84,6 +84,13 @@ long sy_writes(void);
  * between two syncs. */
 void sy_after_sync(void);
 
+/* Waits until a request on route ("METHOD template") reached the server
+ * after n0 of them (asserts it did, within WITHIN). */
+void sy_wait_route(const char *route, long n0);
+/* Every read of the store by the daemon (the version feed, the listing)
+ * is refused (400, not retried) until the faults are cleared. */
+void sy_refuse_reads(void);
+
 /* POST /v1/memory_stores/STORE/memories/ID (remote change); the status. */
 long sy_remote_update(const char *id, const char *body_json);
 long sy_remote_delete(const char *id);

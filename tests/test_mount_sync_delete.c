@@ -195,15 +195,9 @@ Test(mount_sync_delete, a_removed_file_s_lost_upload_does_not_bring_it_back)
     sy_fault("{\"action\":\"drop_after_commit\",\"count\":0,\"method\":\"POST\","
              "\"path\":\"/v1/memory_stores/*/memories/*\"}");
     cr_assert_eq(sy_run(NULL, "echo edited > a.md"), 0);
-    for (int i = 0; i < WITHIN * 20 &&
-                    t_route_count(&E.msd, "POST /v1/memory_stores/{id}/memories/{id}") == n0;
-         i++)
-        usleep(50 * 1000);
+    sy_wait_route("POST /v1/memory_stores/{id}/memories/{id}", n0);
     /* No read of the store until the file is removed. */
-    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
-             "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
-    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
-             "\"path\":\"/v1/memory_stores/*/memories\"}");
+    sy_refuse_reads();
     cr_assert_neq(sy_run(NULL, "$MFS sync --all --wait >/dev/null 2>&1"), 0);
     cr_assert_eq(sy_run(NULL, "rm a.md"), 0);
     sy_clear_faults();

@@ -369,15 +369,10 @@ Test(mount_sync_faults, a_lost_answer_over_an_hour_old_still_settles_at_the_next
     sy_fault("{\"action\":\"drop_after_commit\",\"count\":0,\"method\":\"POST\","
              "\"path\":\"/v1/memory_stores/*/memories/*\"}");
     cr_assert_eq(sy_run(NULL, "echo sent > u.md"), 0);
-    for (int i = 0; i < WITHIN * 20 && t_route_count(&E.msd, UPDATE_ROUTE) == n0; i++)
-        usleep(50 * 1000);
-    cr_assert_gt(t_route_count(&E.msd, UPDATE_ROUTE), n0, "the update was never sent");
+    sy_wait_route(UPDATE_ROUTE, n0);
     /* No read of the store goes through from now on: no listing shows
      * the upload, whose retries lose their answers too. */
-    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
-             "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
-    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
-             "\"path\":\"/v1/memory_stores/*/memories\"}");
+    sy_refuse_reads();
     char path[400];
     snprintf(path, sizeof(path), "/v1/memory_stores/%s/memories/%s", store, u_id);
     struct tresp r;

@@ -32,14 +32,6 @@ TestSuite(mount_sync_identity, .init = setup, .fini = teardown, .timeout = 180);
 #define CREATE_ROUTE "POST /v1/memory_stores/{id}/memories"
 #define UPDATE_ROUTE "POST /v1/memory_stores/{id}/memories/{id}"
 
-/* Waits until a request on route reached the server after n0 of them. */
-static void wait_route(const char *route, long n0)
-{
-    for (int i = 0; i < WITHIN * 20 && t_route_count(&E.msd, route) <= n0; i++)
-        usleep(50 * 1000);
-    cr_assert_gt(t_route_count(&E.msd, route), n0, "no request on %s", route);
-}
-
 /* The server holds exactly want, path holding content under memory id,
  * the mount shows the same after two more syncs, nothing was deleted or
  * taken for a conflict. */
@@ -83,7 +75,7 @@ Test(mount_sync_identity, sed_while_the_update_is_in_flight_keeps_the_memory)
     sy_fault("{\"action\":\"latency\",\"latency_ms\":3000,\"count\":1,\"method\":\"POST\","
              "\"path\":\"/v1/memory_stores/*/memories/*\"}");
     cr_assert_eq(sy_run(NULL, "echo v2 > f.md"), 0);
-    wait_route(UPDATE_ROUTE, n0);
+    sy_wait_route(UPDATE_ROUTE, n0);
     cr_assert_eq(sy_run(NULL, "sed -i s/v2/v3/ f.md"), 0);
     const char *const want[] = {"/f.md", "v3\n", NULL};
     expect_kept(want, id, "/f.md", "v3\n");
@@ -101,7 +93,7 @@ Test(mount_sync_identity, temp_then_rename_while_the_update_is_in_flight)
     sy_fault("{\"action\":\"latency\",\"latency_ms\":3000,\"count\":1,\"method\":\"POST\","
              "\"path\":\"/v1/memory_stores/*/memories/*\"}");
     cr_assert_eq(sy_run(NULL, "echo v2 > f.md"), 0);
-    wait_route(UPDATE_ROUTE, n0);
+    sy_wait_route(UPDATE_ROUTE, n0);
     cr_assert_eq(sy_run(NULL, "printf 'v3\\n' > .f.md.tmp && mv .f.md.tmp f.md"), 0);
     const char *const want[] = {"/f.md", "v3\n", NULL};
     expect_kept(want, id, "/f.md", "v3\n");
@@ -119,7 +111,7 @@ Test(mount_sync_identity, vim_style_save_while_the_update_is_in_flight)
     sy_fault("{\"action\":\"latency\",\"latency_ms\":3000,\"count\":1,\"method\":\"POST\","
              "\"path\":\"/v1/memory_stores/*/memories/*\"}");
     cr_assert_eq(sy_run(NULL, "echo v2 > f.md"), 0);
-    wait_route(UPDATE_ROUTE, n0);
+    sy_wait_route(UPDATE_ROUTE, n0);
     cr_assert_eq(sy_run(NULL, "mv f.md f.md~ && printf 'v3\\n' > f.md && rm f.md~"), 0);
     const char *const want[] = {"/f.md", "v3\n", NULL};
     expect_kept(want, id, "/f.md", "v3\n");
@@ -137,7 +129,7 @@ Test(mount_sync_identity, a_lost_create_answer_then_an_edit_keeps_the_edit)
     sy_fault("{\"action\":\"drop_after_commit\",\"count\":1,\"method\":\"POST\","
              "\"path\":\"/v1/memory_stores/*/memories\"}");
     cr_assert_eq(sy_run(NULL, "echo n1 > n.md"), 0);
-    wait_route(CREATE_ROUTE, n0);
+    sy_wait_route(CREATE_ROUTE, n0);
     cr_assert_eq(sy_run(NULL, "echo n2 > n.md"), 0);
     const char *const want[] = {"/f.md", "v1\n", "/n.md", "n2\n", NULL};
     char *last = NULL;
@@ -161,7 +153,7 @@ Test(mount_sync_identity, a_lost_create_answer_then_a_rename_keeps_one_memory)
     sy_fault("{\"action\":\"drop_after_commit\",\"count\":1,\"method\":\"POST\","
              "\"path\":\"/v1/memory_stores/*/memories\"}");
     cr_assert_eq(sy_run(NULL, "echo n1 > n.md"), 0);
-    wait_route(CREATE_ROUTE, n0);
+    sy_wait_route(CREATE_ROUTE, n0);
     cr_assert_eq(sy_run(NULL, "sleep 1; mv n.md m.md"), 0);
     const char *const want[] = {"/f.md", "v1\n", "/m.md", "n1\n", NULL};
     char *last = NULL;
@@ -188,7 +180,7 @@ Test(mount_sync_identity, a_remote_rename_while_an_edit_is_in_flight_moves_the_f
     sy_fault("{\"action\":\"latency\",\"latency_ms\":3000,\"count\":1,\"method\":\"POST\","
              "\"path\":\"/v1/memory_stores/*/memories/*\"}");
     cr_assert_eq(sy_run(NULL, "echo v2 > f.md"), 0);
-    wait_route(UPDATE_ROUTE, n0);
+    sy_wait_route(UPDATE_ROUTE, n0);
     cr_assert_eq(sy_remote_update(id, "{\"path\":\"/g.md\"}"), 200);
     const char *const want[] = {"/g.md", "v2\n", NULL};
     expect_kept(want, id, "/g.md", "v2\n");

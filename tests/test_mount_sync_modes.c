@@ -52,6 +52,20 @@ static void remove_under(const char *mode)
     cr_expect_neq(sy_run(NULL, "test -e k.md"), 0, "k.md came back in the same session");
 }
 
+/* Kills the daemon (SIGKILL, by its pid) and cleans its dead mount: a
+ * session that ended without its final sync. */
+static void kill_daemon(void)
+{
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    char *out = NULL;
+    mnt_sh(&E, &out, "$MFS unmount '%s'", mnt); /* cleans the dead mount */
+    free(out);
+}
+
 static void expect_memory_kept(const char *id)
 {
     char *c = sy_content("/k.md");
@@ -95,14 +109,8 @@ Test(mount_sync_modes, flush_finishes_and_says_what_it_did_not_delete)
     cr_assert_not_null(id);
     remove_under("log_only");
     cr_assert_eq(sy_run(NULL, "echo edited > other.md"), 0);
-    pid_t pid = mnt_daemon_pid(&E);
-    cr_assert_gt(pid, 1);
-    kill(pid, SIGKILL);
-    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
-        usleep(100 * 1000);
+    kill_daemon();
     char *out = NULL;
-    mnt_sh(&E, &out, "$MFS unmount '%s'", mnt); /* cleans the dead mount */
-    free(out);
     int rc = mnt_sh(&E, &out, "timeout 60 $MFS flush --cache-dir $CACHE --sync-deletions log_only");
     cr_expect_eq(rc, 0, "flush log_only failed: %s", out);
     cr_expect(strstr(out, "not deleted 1") && strstr(out, "log_only"),
@@ -181,14 +189,7 @@ Test(mount_sync_modes, a_rename_left_unpushed_loses_to_a_rename_made_while_unmou
     sy_after_sync();
     sy_fault("{\"action\":\"status\",\"status\":503,\"count\":0,\"method\":\"POST\"}");
     cr_assert_eq(sy_run(NULL, "mv k.md b.md"), 0);
-    pid_t pid = mnt_daemon_pid(&E);
-    cr_assert_gt(pid, 1);
-    kill(pid, SIGKILL);
-    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
-        usleep(100 * 1000);
-    char *out = NULL;
-    mnt_sh(&E, &out, "$MFS unmount '%s'", mnt); /* cleans the dead mount */
-    free(out);
+    kill_daemon();
     sy_clear_faults();
     cr_assert_eq(sy_remote_update(id, "{\"path\":\"/c.md\"}"), 200);
     sy_mount(false, "");

@@ -363,3 +363,18 @@ long sy_remote_delete(const char *id)
     return remote("DELETE", id, NULL);
 }
 
+
+void sy_wait_route(const char *route, long n0)
+{
+    for (int i = 0; i < WITHIN * 20 && t_route_count(&E.msd, route) <= n0; i++)
+        usleep(50 * 1000);
+    cr_assert_gt(t_route_count(&E.msd, route), n0, "no request on %s", route);
+}
+
+void sy_refuse_reads(void)
+{
+    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
+    sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memories\"}");
+}

@@ -328,6 +328,10 @@ void db_journal_unbegin(struct cache *c, bool first);
 int db_journal_add(struct cache *c, const struct db_jrec *r);
 void db_journal_ended(struct cache *c, bool committed);
 int db_journal_retry(struct cache *c);
+/* Whether a stuck journal's last try is a second old (J_RETRY_MS): a read
+ * path retries no more often than the saver. */
+#define J_RETRY_MS 1000
+bool db_journal_due(const struct cache *c);
 void db_journal_close(struct cache *c);
 /* What a replayed record needs: a new file made by an open (write.c,
  * CACHE_NEW; ino: a free ino it takes, 0 for the next of the sequence),

@@ -552,6 +552,15 @@ void db_journal_ended(struct cache *c, bool committed)
     next_epoch(c);
 }
 
+bool db_journal_due(const struct cache *c)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t ms = (int64_t)(now.tv_sec - c->jstuck_since.tv_sec) * 1000 +
+                 (now.tv_nsec - c->jstuck_since.tv_nsec) / 1000000;
+    return ms >= J_RETRY_MS;
+}
+
 int db_journal_retry(struct cache *c)
 {
     if (!c->jstuck)

@@ -184,8 +184,10 @@ int cache_getattr(struct cache *c, uint64_t ino, struct cnode *out)
     /* Closed files a failed commit took out of the database go back in
      * first (journal.c): read without them, a node shows the content from
      * before a close that was answered, which an open would load over its
-     * writer's buffer.  On failure the retry is left to the saver. */
-    if (c->jstuck && !c->lazy)
+     * writer's buffer.  At most once a second, as the saver does: a
+     * commit that keeps failing is not replayed at every stat (a read in
+     * the second after a failure may still show the older content). */
+    if (c->jstuck && !c->lazy && db_journal_due(c))
         (void)db_journal_retry(c);
     int rc = db_cached(c, DB_ST_NODE_BY_INO, DB_SQL_NODE_BY_INO, &st);
     if (!rc) {

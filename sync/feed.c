@@ -235,12 +235,18 @@ int feed_read(struct syncer *s, struct sstore *st, size_t memories, struct feed_
         /* A memory id is never used again: a deletion anywhere in its run
          * (versions stamped in the same millisecond may come in either
          * order) says it is gone, whatever the run's first says. */
-        bool deleted = false;
-        for (size_t q = k; q < v.n && strcmp(v.items[ix[q]].memory_id, x->memory_id) == 0; q++)
-            deleted = deleted || (v.items[ix[q]].op == API_OP_DELETED &&
-                                  !v.items[ix[q]].redacted && !was_seen(fd, v.items[ix[q]].id));
+        bool deleted = false, unseen = false;
+        for (size_t q = k; q < v.n && strcmp(v.items[ix[q]].memory_id, x->memory_id) == 0; q++) {
+            const struct api_version *y = &v.items[ix[q]];
+            if (y->op == API_OP_DELETED && !y->redacted) { /* redacted: asked for below */
+                deleted = true;
+                unseen = unseen || !was_seen(fd, y->id);
+            }
+        }
         if (deleted) {
-            rc = add_gone(fr, x->memory_id);
+            /* Said once: a deletion already seen was applied then. */
+            if (unseen)
+                rc = add_gone(fr, x->memory_id);
             continue;
         }
         if (was_seen(fd, x->id))

@@ -230,6 +230,8 @@ static void count_missed(struct cycle *cy, const struct cache_remote *rl, size_t
     struct sstore *st = cy->st;
     if (!st->feed.ready)
         return; /* the first listing: nothing to compare with */
+    if (st->feed.want_full)
+        return; /* asked for: files left undecided hold what the feed named */
     unsigned missed = 0;
     for (size_t i = 0; i < nr; i++) {
         if (!rl[i].mtime_ns || rl[i].mtime_ns > st->feed.mark_ns)

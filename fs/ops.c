@@ -359,7 +359,7 @@ static void fetch_base(struct fs_store *s, uint64_t row)
         return;
     if (n.base_sha[0] && n.memory_id[0] && !cache_blob_has(s->cache, n.base_sha)) {
         snprintf(n.sha, sizeof(n.sha), "%s", n.base_sha);
-        int rc = ops_fetch(s, &n, false);
+        int rc = ops_fetch(s, &n, false, true);
         if (rc)
             log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
                      "error", strerror(-rc));
@@ -367,12 +367,12 @@ static void fetch_base(struct fs_store *s, uint64_t row)
     cnode_clear(&n);
 }
 
-int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait)
+int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait, bool queue)
 {
     /* With no lock held, while another thread serves the mount's other
      * requests. */
     fsloop_blocking();
-    int rc = syncer_fetch(s->sync, s->sync_idx, n->memory_id, n->sha, wait);
+    int rc = syncer_fetch(s->sync, s->sync_idx, n->memory_id, n->sha, queue);
     if (rc == -ESTALE) {
         /* The memory changed again since it was listed: the sync thread
          * was kicked to bring the node to it (and to tell the kernel).
@@ -434,7 +434,7 @@ int ops_load(struct fs_store *s, struct ofile *f)
         }
         ofile_unlock(f);
         if (rc == -ENOENT && attempt < 4 && n.memory_id[0]) {
-            rc = ops_fetch(s, &n, attempt == 0); /* not in the cache yet */
+            rc = ops_fetch(s, &n, attempt == 0, true); /* not in the cache yet */
             if (!rc) {
                 cnode_clear(&n);
                 continue;

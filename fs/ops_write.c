@@ -258,7 +258,7 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
         struct cnode n;
         if ((rc = cache_lookup(s->cache, prow, name, &n)) != 0)
             break;
-        rc = ops_fetch(s, &n, false); /* it holds its directories' locks */
+        rc = ops_fetch(s, &n, false, false); /* it holds its directories' locks */
         if (rc)
             log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
                      "error", strerror(-rc));

@@ -45,6 +45,19 @@ out:
     return rc;
 }
 
+int db_blob_put(struct cache *c, const char *sha, const char *buf, size_t len, const char *what)
+{
+    sqlite3_stmt *st;
+    int rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_blob(st, 2, len ? buf : "", (int)len, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    db_done(st);
+    return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
+}
+
 int cache_blob_put(struct cache *c, const char *sha, const char *buf, size_t len)
 {
     char own[SHA256_HEX_LEN + 1];
@@ -52,16 +65,8 @@ int cache_blob_put(struct cache *c, const char *sha, const char *buf, size_t len
         sha256_hex(buf, len, own);
         sha = own;
     }
-    sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)", &st);
-    if (!rc) {
-        sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_blob(st, 2, len ? buf : "", (int)len, SQLITE_TRANSIENT);
-        rc = sqlite3_step(st);
-        rc = (rc == SQLITE_DONE) ? 0 : db_fail(c, rc, "put blob");
-        db_finish(c, st);
-    }
+    int rc = db_blob_put(c, sha, buf, len, "put blob");
     return db_unlock_rc(c, rc);
 }
 

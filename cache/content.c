@@ -105,14 +105,7 @@ static int content_check(struct cache *c, struct content_args *a, struct cnode *
 static int content_apply(struct cache *c, struct content_args *a, const struct cnode *n)
 {
     sqlite3_stmt *st;
-    int rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
-    if (rc)
-        return rc;
-    sqlite3_bind_text(st, 1, a->sha, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_blob(st, 2, a->len ? a->buf : "", (int)a->len, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    db_done(st);
-    rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "put content");
+    int rc = db_blob_put(c, a->sha, a->buf, a->len, "put content");
     if (!rc && a->moved) {
         rc = keep_as_conflict(c, a->store, n, a->sha, CACHE_CONFLICT_STORE_WON);
         a->kept = !rc;

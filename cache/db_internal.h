@@ -299,6 +299,10 @@ int db_reclaim(struct cache *c);
 #define DB_SQL_NODE_BY_INO "SELECT " NODE_COLS " FROM nodes WHERE ino = ? AND ino > 2"
 #define DB_SQL_NODE_BY_NAME "SELECT " NODE_COLS " FROM nodes WHERE parent = ? AND name = ?"
 #define DB_SQL_PUT_BLOB "INSERT OR IGNORE INTO blobs(sha, data) VALUES (?, ?)"
+/* Stores len bytes of buf as the blob of sha unless it is there (c->lock
+ * held; buf only read during the call).  what names the step in the
+ * error's log line. */
+int db_blob_put(struct cache *c, const char *sha, const char *buf, size_t len, const char *what);
 
 /* The journal of closed files (journal.c).  All with c->lock held.
  * db_journal_open replays the journals no live process holds (cache_open);

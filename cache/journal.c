@@ -214,15 +214,9 @@ static int keep_record(struct cache *c, const struct jhdr *h, const char *store,
                        const char *path, const char *sha, const char *buf)
 {
     sqlite3_stmt *st;
-    int rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
+    int rc = db_blob_put(c, sha, buf, h->len, "keep journal record");
     if (rc)
         return rc;
-    sqlite3_bind_text(st, 1, sha, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_blob(st, 2, h->len ? buf : "", (int)h->len, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    db_done(st);
-    if (rc != SQLITE_DONE)
-        return db_fail(c, rc, "keep journal record");
     rc = db_prepare(c, "INSERT INTO conflicts(store, path, memory_id, local_sha, remote_sha, at,"
                        " kind) VALUES (?1, ?2, NULL, ?3, NULL, ?4, ?5)", &st);
     if (rc)

@@ -55,7 +55,7 @@
 /* A lazy transaction is committed at most this long after it opened. */
 #define LAZY_DELAY_MS 5
 /* After a failed write, the saver tries again this much later. */
-#define RETRY_MS 1000
+#define RETRY_MS J_RETRY_MS /* db_internal.h: the read paths retry no more often */
 
 static int mark_saved_now(struct cache *c, uint64_t ino)
 {

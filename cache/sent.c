@@ -107,18 +107,8 @@ int cache_sent_add(struct cache *c, const char *store_id, struct cache_sent *v, 
          * a save since the sync read them may have freed them, and the
          * answer makes them the file's baseline (a revert, a cut edit's
          * restore would then have to download them). */
-        if (!rc && x->content) {
-            sqlite3_stmt *put;
-            if (!(rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &put))) {
-                sqlite3_bind_text(put, 1, x->sha, -1, SQLITE_TRANSIENT);
-                sqlite3_bind_blob(put, 2, x->content_len ? x->content : "", (int)x->content_len,
-                                  SQLITE_STATIC);
-                s = sqlite3_step(put);
-                db_done(put);
-                if (s != SQLITE_DONE)
-                    rc = db_fail(c, s, "keep sent content");
-            }
-        }
+        if (!rc && x->content)
+            rc = db_blob_put(c, x->sha, x->content, x->content_len, "keep sent content");
     }
     db_finish(c, find);
     db_finish(c, touch);

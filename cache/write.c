@@ -353,16 +353,8 @@ static int create_tx(struct cache *c, void *arg)
         }
     }
     const char *sha = a->is_dir ? "" : DB_EMPTY_SHA; /* a new file is empty */
-    if (!rc && !a->is_dir) {
-        rc = db_cached(c, DB_ST_PUT_BLOB, DB_SQL_PUT_BLOB, &st);
-        if (!rc) {
-            sqlite3_bind_text(st, 1, sha, -1, SQLITE_STATIC);
-            sqlite3_bind_zeroblob(st, 2, 0);
-            rc = sqlite3_step(st);
-            db_done(st);
-            rc = rc == SQLITE_DONE ? 0 : db_fail(c, rc, "put empty blob");
-        }
-    }
+    if (!rc && !a->is_dir)
+        rc = db_blob_put(c, sha, "", 0, "put empty blob");
     if (!rc)
         rc = db_prepare(c, "INSERT INTO nodes(ino, store, parent, name, path, is_dir, size, mtime,"
                            " ctime, atime, sha, state, unsaved)"

@@ -170,17 +170,27 @@ static bool missed_changes(struct cycle *cy)
     return cache_unsettled_files(cy->s->c, cy->st->id, missed_one, &cy->r) != 0;
 }
 
+/* r as the listing of n memories sorted by path, indexed by memory id
+ * (r->by_id: free it). */
+static int remote_index(struct remote *r, const struct cache_remote *rl, size_t n)
+{
+    *r = (struct remote){.by_path = rl, .n = n};
+    r->by_id = calloc(n ? n : 1, sizeof(*r->by_id));
+    if (!r->by_id)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        r->by_id[i] = &rl[i];
+    if (n > 1)
+        qsort(r->by_id, n, sizeof(*r->by_id), cmp_id);
+    return 0;
+}
+
 bool cycle_listing_missed(struct syncer *s, struct sstore *st, const struct cache_remote *r,
                           size_t n)
 {
-    struct remote rm = {.by_path = r, .n = n};
-    rm.by_id = calloc(n ? n : 1, sizeof(*rm.by_id));
-    if (!rm.by_id)
+    struct remote rm;
+    if (remote_index(&rm, r, n) != 0)
         return true; /* unknown: a full listing decides */
-    for (size_t i = 0; i < n; i++)
-        rm.by_id[i] = &r[i];
-    if (n > 1)
-        qsort(rm.by_id, n, sizeof(*rm.by_id), cmp_id);
     bool missed = cache_unsettled_files(s->c, st->id, missed_one, &rm) != 0;
     free(rm.by_id);
     return missed;
@@ -343,17 +353,8 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
         snprintf(why, whylen, "ok");
         goto out;
     }
-    cy.r.by_path = rl;
-    cy.r.n = nr;
-    cy.r.by_id = calloc(nr ? nr : 1, sizeof(*cy.r.by_id));
-    if (!cy.r.by_id) {
-        rc = -ENOMEM;
+    if ((rc = remote_index(&cy.r, rl, nr)))
         goto fail;
-    }
-    for (size_t i = 0; i < nr; i++)
-        cy.r.by_id[i] = &rl[i];
-    if (nr > 1)
-        qsort(cy.r.by_id, nr, sizeof(*cy.r.by_id), cmp_id);
 
     struct cache_store_stats cs;
     if ((rc = cache_store_stats(s->c, st->id, &cs)))

@@ -212,7 +212,7 @@ int history_log_main(int argc, char **argv)
     bool json = false, deleted = false;
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         if (ch == 'j')
             json = true;
         else if (ch == 'd')

@@ -133,7 +133,8 @@ Test(mount_history, a_rename_is_visible_in_log)
     cr_assert_eq(sy_run(NULL, "mv notes/a.md notes/b.md"), 0);
     sy_after_sync();
     char *out = NULL;
-    cr_assert_eq(mfs(&out, "log --json notes/b.md"), 0, "%s", out);
+    /* Options may follow the path, as with every other command. */
+    cr_assert_eq(mfs(&out, "log notes/b.md --json"), 0, "%s", out);
     cJSON *l = json_lines(out);
     cr_assert_eq(cJSON_GetArraySize(l), 2, "%s", out);
     cr_expect_str_eq(tj_str(cJSON_GetArrayItem(l, 0), "path"), "/notes/b.md");

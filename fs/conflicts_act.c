@@ -111,8 +111,10 @@ static int show_diff(const char *id, const char *path, const char *lost, size_t 
         int st = 0;
         if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) < 2) {
             status = 0;
-            if (WEXITSTATUS(st) == 0)
+            if (WEXITSTATUS(st) == 0 && cur)
                 printf("conflict %s is the same as the current content\n", id);
+            else if (WEXITSTATUS(st) == 0)
+                printf("conflict %s is empty, and there is no file at %s now\n", id, path);
         }
     }
     unlink(a);

@@ -296,3 +296,27 @@ Test(mount_history_attrs, a_lost_version_with_a_nul_byte_is_diffed)
     free(kid);
     free(id);
 }
+
+/* A lost version that was empty, of a file removed since: nothing to
+ * compare it with.  Before the fix diff(1) found the empty record equal
+ * to /dev/null and the command said the record was "the same as the
+ * current content", of a file that does not exist. */
+Test(mount_history_attrs, an_empty_lost_version_of_a_removed_file_says_so)
+{
+    char *id = sy_id("/c.md");
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, ": > c.md"), 0);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote line\\n\"}"), 200);
+    sy_after_sync();
+    char *kid = mnt_q(&E, "SELECT id FROM conflicts WHERE path = '/c.md'");
+    cr_assert(kid[0], "no conflict record");
+    cr_assert_eq(sy_run(NULL, "rm c.md"), 0);
+    char *out = NULL;
+    int rc = sy_run(&out, "env -u ANTHROPIC_API_KEY $MFS conflicts diff %s", kid);
+    cr_expect_eq(rc, 0, "exit %d: %s", rc, out);
+    cr_expect(!strstr(out, "the same as the current content"), "%s", out);
+    cr_expect(strstr(out, "is empty") && strstr(out, "no file"), "%s", out);
+    free(out);
+    free(kid);
+    free(id);
+}

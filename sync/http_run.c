@@ -437,7 +437,10 @@ static void drive(struct run *r, const struct http_run_opts *ro)
         if (r->done == r->n)
             break;
         /* Sleep until curl has work, the next retry is due, or (when a
-         * transfer ended and left room) start the next slot at once. */
+         * transfer ended and left room) start the next slot at once.  A
+         * budget that held a start back holds every start until
+         * budget_next, a retry already due included: waking before it
+         * would only spin. */
         now = http_now_ms();
         int64_t next = now + 1000;
         for (size_t i = 0; r->retrying && r->running < max && i < r->fresh; i++)
@@ -445,7 +448,7 @@ static void drive(struct run *r, const struct http_run_opts *ro)
                 next = r->slots[i].not_before;
         if (r->fresh < r->n && r->running < max)
             next = held ? budget_next : now;
-        if (held && budget_next < next)
+        if (held && next < budget_next)
             next = budget_next;
         if (ro && ro->deadline_ms && ro->deadline_ms < next)
             next = ro->deadline_ms;

@@ -596,3 +596,37 @@ Test(http, a_call_sent_again_as_it_ends)
     free(slow);
     http_client_free(&c);
 }
+
+/* A retry that comes due while the budget is paused waits for the pause
+ * without spinning.  Before the fix the due retry's time (already past)
+ * was the loop's next wake-up: it polled with a zero timeout, flat out,
+ * until the server's retry-after ran out. */
+Test(http, a_due_retry_held_by_a_pause_waits_without_spinning)
+{
+    struct http_client *c = client("test-key", 4, 100);
+    char *one = NULL, *f = NULL;
+    cr_assert(asprintf(&one, "/v1/memory_stores/%s", store) > 0);
+    cr_assert(asprintf(&f, "{\"action\":\"status\",\"status\":503,\"count\":1,"
+                           "\"method\":\"GET\",\"path\":\"%s\"}", one) > 0);
+    fault(f);
+    fault("{\"action\":\"status\",\"status\":429,\"retry_after\":2,\"count\":1,"
+          "\"method\":\"GET\",\"path\":\"/v1/memory_stores/*/memories\"}");
+    char *p = list_path();
+    struct http_call calls[2] = {{.method = "GET", .path = one}, {.method = "GET", .path = p}};
+    clock_t cpu0 = clock();
+    int64_t t0 = http_now_ms();
+    cr_assert_eq(http_run(c, calls, 2), 0, "errs %d %d", calls[0].err, calls[1].err);
+    int64_t dt = http_now_ms() - t0;
+    double cpu = (double)(clock() - cpu0) / CLOCKS_PER_SEC;
+    cr_assert_eq(calls[0].attempts, 2);
+    cr_assert_eq(calls[1].attempts, 2);
+    cr_assert(dt >= 1500, "the pause was not kept: %lld ms", (long long)dt);
+    cr_expect(cpu < 0.25 * (double)dt / 1000.0, "used %.2f s of CPU in %lld ms", cpu,
+              (long long)dt);
+    for (int i = 0; i < 2; i++)
+        http_call_clear(&calls[i]);
+    free(p);
+    free(f);
+    free(one);
+    http_client_free(&c);
+}

@@ -129,11 +129,13 @@ static void log_path(char *dst, size_t dlen, const char *path)
 /* Counts each time the request goes out on the wire: libcurl resends a
  * request whose reused connection died before any answer, without telling
  * its caller, and a write the server committed before that must not be
- * taken for someone else's (reconcile.c, "lost answers"). */
+ * taken for someone else's (reconcile.c, "lost answers").  A proxy's
+ * CONNECT (https_proxy) goes out as headers too, and is no sending of
+ * the request. */
 static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *user)
 {
     struct slot *s = user;
-    if (type == CURLINFO_HEADER_OUT)
+    if (type == CURLINFO_HEADER_OUT && !(size >= 8 && memcmp(data, "CONNECT ", 8) == 0))
         s->sends++;
     return 0;
 }

@@ -152,7 +152,8 @@ static long clamp_wait(double ms)
     return (long)ceil(ms);
 }
 
-long http_retry_after_ms(const char *retry_after_ms, const char *retry_after, time_t now)
+long http_retry_after_ms(const char *retry_after_ms, const char *retry_after, const char *date,
+                         time_t now)
 {
     double v;
     if (parse_num(retry_after_ms, &v) && v > 0)
@@ -160,6 +161,12 @@ long http_retry_after_ms(const char *retry_after_ms, const char *retry_after, ti
     if (parse_num(retry_after, &v))
         return clamp_wait(v * 1000.0);
     if (retry_after && *retry_after) {
+        /* A date is the server's clock: measured from the answer's Date
+         * when it has one, so a local clock running ahead does not read
+         * it as past (and retry into the limit at once). */
+        time_t served = date && *date ? curl_getdate(date, NULL) : (time_t)-1;
+        if (served != (time_t)-1)
+            now = served;
         time_t when = curl_getdate(retry_after, NULL);
         if (when != (time_t)-1 && when > now)
             return clamp_wait((double)(when - now) * 1000.0);

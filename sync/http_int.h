@@ -10,7 +10,8 @@
  * first, then retry-after (seconds, may be fractional, or an HTTP date
  * compared with now).  Either header may be NULL.  Returns the wait in ms,
  * capped at HTTP_RETRY_WAIT_CAP_MS, or -1 when no usable positive hint. */
-long http_retry_after_ms(const char *retry_after_ms, const char *retry_after, time_t now);
+long http_retry_after_ms(const char *retry_after_ms, const char *retry_after, const char *date,
+                         time_t now);
 
 /* Exponential backoff before retry number k (0 for the first retry):
  * min(base * 2^k, max) scaled by the jitter factor (1 - 0.25 * u), where

@@ -76,19 +76,25 @@ Test(tables, curlcode)
 Test(timing, retry_after)
 {
     time_t now = 1700000000;
-    cr_expect_eq(http_retry_after_ms("1500", NULL, now), 1500);
-    cr_expect_eq(http_retry_after_ms("250.5", "9", now), 251);
-    cr_expect_eq(http_retry_after_ms(NULL, "2", now), 2000);
-    cr_expect_eq(http_retry_after_ms(NULL, "0.5", now), 500);
-    cr_expect_eq(http_retry_after_ms("0", "3", now), 3000);      /* ms must be > 0 */
-    cr_expect_eq(http_retry_after_ms("junk", "1", now), 1000);
-    cr_expect_eq(http_retry_after_ms(NULL, "1000", now), HTTP_RETRY_WAIT_CAP_MS);
-    cr_expect_eq(http_retry_after_ms(NULL, "garbage", now), -1);
-    cr_expect_eq(http_retry_after_ms(NULL, NULL, now), -1);
-    cr_expect_eq(http_retry_after_ms(NULL, "-4", now), -1);
+    cr_expect_eq(http_retry_after_ms("1500", NULL, NULL, now), 1500);
+    cr_expect_eq(http_retry_after_ms("250.5", "9", NULL, now), 251);
+    cr_expect_eq(http_retry_after_ms(NULL, "2", NULL, now), 2000);
+    cr_expect_eq(http_retry_after_ms(NULL, "0.5", NULL, now), 500);
+    cr_expect_eq(http_retry_after_ms("0", "3", NULL, now), 3000);      /* ms must be > 0 */
+    cr_expect_eq(http_retry_after_ms("junk", "1", NULL, now), 1000);
+    cr_expect_eq(http_retry_after_ms(NULL, "1000", NULL, now), HTTP_RETRY_WAIT_CAP_MS);
+    cr_expect_eq(http_retry_after_ms(NULL, "garbage", NULL, now), -1);
+    cr_expect_eq(http_retry_after_ms(NULL, NULL, NULL, now), -1);
+    cr_expect_eq(http_retry_after_ms(NULL, "-4", NULL, now), -1);
     /* HTTP dates: 1700000005 is Tue, 14 Nov 2023 22:13:25 GMT. */
-    cr_expect_eq(http_retry_after_ms(NULL, "Tue, 14 Nov 2023 22:13:25 GMT", now), 5000);
-    cr_expect_eq(http_retry_after_ms(NULL, "Tue, 14 Nov 2023 22:13:15 GMT", now), -1);
+    cr_expect_eq(http_retry_after_ms(NULL, "Tue, 14 Nov 2023 22:13:25 GMT", NULL, now), 5000);
+    cr_expect_eq(http_retry_after_ms(NULL, "Tue, 14 Nov 2023 22:13:15 GMT", NULL, now), -1);
+    /* Measured from the answer's Date, not the local clock (here a
+     * minute ahead of the server's); a Date that does not parse is
+     * left out. */
+    cr_expect_eq(http_retry_after_ms(NULL, "Tue, 14 Nov 2023 22:13:25 GMT",
+                                     "Tue, 14 Nov 2023 22:13:20 GMT", now + 60), 5000);
+    cr_expect_eq(http_retry_after_ms(NULL, "Tue, 14 Nov 2023 22:13:25 GMT", "junk", now), 5000);
 }
 
 Test(timing, backoff)

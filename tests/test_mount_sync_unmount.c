@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -564,5 +566,37 @@ Test(mount_sync_unmount, a_client_that_sent_its_line_during_an_unmount_is_answer
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the unmount of B failed");
     cr_expect(len >= 3 && strcmp(buf + len - 3, "ok\n") == 0,
               "the client was closed without its answer: '%s'", buf);
+    free(store_b);
+}
+
+/* A store with a file held open, where the daemon could not abort the
+ * connection through fusectl (a container without
+ * /sys/fs/fuse/connections, here hidden in a mount namespace of the
+ * test's own), holds up neither the exit nor the other store's teardown:
+ * the unmount closes the daemon's only descriptor of the device, which
+ * ends the connection by itself.  A guard: a second descriptor of the
+ * device (a dup for the loop, say) would keep the connection, and the
+ * teardown would wait for the loop until the file is closed. */
+Test(mount_sync_unmount, open_files_that_cannot_be_cut_off_hold_up_no_exit)
+{
+    cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
+    cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0, "%s", strerror(errno));
+    cr_assert_eq(mount("none", "/sys/fs/fuse", "tmpfs", MS_RDONLY, "size=4k"), 0,
+                 "cannot hide fusectl: %s", strerror(errno));
+    char *store_b = NULL, mnt_b[400];
+    mount_with_b(5, &store_b, mnt_b, sizeof(mnt_b));
+    int pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    const char *const name[] = {"held.md"};
+    hold_open(name, 1, "held\n");
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    bool gone = false;
+    for (int i = 0; i < 40 * 10 && !gone; i++) {
+        gone = !alive(pid);
+        if (!gone)
+            usleep(100 * 1000);
+    }
+    cr_assert(gone, "the daemon did not exit after SIGTERM with a file held open");
+    cr_expect(!mnt_is_mounted(mnt_b), "the other store is still mounted");
     free(store_b);
 }

@@ -483,9 +483,17 @@ int daemon_mount(struct mount_opts *o)
     if (!o->foreground) {
         daemon_detach_stdio();
         char ok = 0;
-        (void)!write(ready_fd, &ok, 1);
+        ssize_t w = write(ready_fd, &ok, 1); /* SIGPIPE is blocked: EPIPE */
         close(ready_fd);
         ready_fd = -1;
+        if (w != 1) {
+            /* Nobody waits for the answer: the caller was told the mount
+             * failed, so the stores must not stay mounted behind it. */
+            log_warn("the mount command ended before the stores were mounted (killed or "
+                     "interrupted); unmounting them", NULL, NULL);
+            sdnotify("STOPPING=1");
+            goto out;
+        }
     }
     main_loop(sig_fd);
     control_serve_late(&D, 2000);

@@ -600,3 +600,36 @@ Test(mount_sync_unmount, open_files_that_cannot_be_cut_off_hold_up_no_exit)
     cr_expect(!mnt_is_mounted(mnt_b), "the other store is still mounted");
     free(store_b);
 }
+
+/* `memstorefs mount` killed before its stores are mounted (a timeout
+ * wrapper, Ctrl-C): the daemon it started, in a session of its own, does
+ * not leave them mounted behind the caller's back.  Before the fix the
+ * caller saw a failure, and the stores were mounted anyway; its next
+ * attempt met "already mounted". */
+Test(mount_sync_unmount, a_mount_command_killed_during_its_setup_leaves_nothing_mounted)
+{
+    slow_store(store, 1500);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "timeout -s KILL 0.5 $MFS mount --store '%s:%s' --cache-dir "
+                              "\"$CACHE\" --log-level debug", store, mnt);
+    cr_assert_eq(rc, 137, "the mount was not killed in its setup: %d %s", rc, out);
+    free(out);
+    /* Its daemon ends its setup, then sees that nobody waits for it. */
+    pid_t pid = 0;
+    for (int i = 0; i < 200 && pid <= 1; i++) {
+        pid = mnt_daemon_pid(&E);
+        if (pid <= 1)
+            usleep(50 * 1000);
+    }
+    cr_assert_gt(pid, 1, "no daemon was started");
+    bool gone = false;
+    for (int i = 0; i < 30 * 10 && !gone; i++) {
+        gone = !alive(pid);
+        if (!gone)
+            usleep(100 * 1000);
+    }
+    cr_expect(gone, "the daemon of a killed mount command is still running");
+    cr_expect(!mnt_is_mounted(mnt), "the store was mounted for a mount command that was killed");
+    cr_expect_gt(sy_log_count("the mount command ended before", NULL), 0,
+                 "the daemon logged no reason for unmounting");
+}

@@ -91,6 +91,7 @@ void ofile_put(struct ofile *f)
     pthread_mutex_unlock(&table_lock);
     pthread_mutex_destroy(&f->lock);
     free(f->buf);
+    free(f->prior);
     free(f);
 }
 
@@ -276,6 +277,14 @@ bool ofile_writer_release(struct ofile *f)
     return last;
 }
 
+static void forget_prior_locked(struct ofile *f)
+{
+    free(f->prior);
+    f->prior = NULL;
+    f->prior_len = 0;
+    f->has_prior = false;
+}
+
 /* Puts back what the file held before the edit a refused write cut short,
  * when part of it is in the cache already (held: the shell's `>` closes a
  * copy of the emptied file at once; or a file this open created): the
@@ -291,7 +300,14 @@ static int revert_cut_locked(struct ofile *f, struct cache *c)
     int rc = cache_getattr(c, f->row, &n);
     /* (Moved meanwhile, a sync brought the store's version: it stays.) */
     if (!rc && strcmp(n.sha, f->sha) == 0) {
-        int brc = n.base_sha[0] ? cache_blob_get(c, n.base_sha, &base, &len) : 0;
+        int brc = 0;
+        if (f->has_prior) { /* a local edit before this one */
+            base = f->prior;
+            len = f->prior_len;
+            f->prior = NULL;
+        } else if (n.base_sha[0]) {
+            brc = cache_blob_get(c, n.base_sha, &base, &len);
+        }
         if (!brc)
             rc = cache_set_content_if(c, f->row, base ? base : "", len, f->mtime_ns,
                                       f->sha[0] ? f->sha : NULL, false, sha);
@@ -303,8 +319,26 @@ static int revert_cut_locked(struct ofile *f, struct cache *c)
             rc = 0;
     }
     free(base);
+    forget_prior_locked(f);
     cnode_clear(&n);
     return rc;
+}
+
+/* Before a writer's first held save (the shell's `>` saves the emptied
+ * file at once) replaces a local edit the store lacks: that edit's bytes,
+ * which the save frees in the cache, so that a cut edit can go back to
+ * them (revert_cut_locked).  Kept in memory while the save stays held.
+ * Best effort: when they cannot be read, a cut edit goes back to the
+ * store's version, as before. */
+static void keep_prior_locked(struct ofile *f, struct cache *c)
+{
+    forget_prior_locked(f);
+    struct cnode n = {0};
+    if (f->sha[0] && cache_getattr(c, f->row, &n) == 0 && strcmp(n.sha, f->sha) == 0 &&
+        strcmp(n.base_sha, f->sha) != 0 &&
+        cache_blob_get(c, f->sha, &f->prior, &f->prior_len) == 0)
+        f->has_prior = true;
+    cnode_clear(&n);
 }
 
 /* A write past the size limit was refused after the buffer changed: it
@@ -355,6 +389,7 @@ bool ofile_is_cut(struct ofile *f)
 /* The buffer goes: the next open or read loads the cache's content. */
 static void drop_locked(struct ofile *f)
 {
+    forget_prior_locked(f);
     free(f->buf);
     f->buf = NULL;
     f->len = f->cap = 0;
@@ -413,6 +448,8 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
          * (a sync pulled the store's version), the store wins and they are
          * kept as a conflict record. */
         const char *from = f->loaded && f->sha[0] ? f->sha : NULL;
+        if (held && !f->held && from)
+            keep_prior_locked(f, c);
         rc = held ? cache_save_closed_then(c, f->row, f->buf ? f->buf : "", f->len,
                                            f->mtime_ns, from, then, sha)
                   : cache_set_content_if(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns,
@@ -422,6 +459,8 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
             f->kept = false;
             f->unsaved = false;
             f->held = held;
+            if (!held)
+                forget_prior_locked(f);
             memcpy(f->sha, sha, sizeof(sha));
         } else if (rc == -ESTALE) {
             log_warn("memory changed both locally and remotely; keeping the remote version",
@@ -431,6 +470,7 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
             f->kept = false;
             f->unsaved = false;
             f->held = false;
+            forget_prior_locked(f);
             /* Writers still holding the file go on with their version
              * (kept whole at each save); with none, the next open or read
              * loads the store's. */
@@ -448,8 +488,10 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
          * save waits in the lazy transaction, its journal record the only
          * copy until then). */
         rc = cache_mark_saved(c, f->row);
-        if (!rc)
+        if (!rc) {
             f->held = false;
+            forget_prior_locked(f);
+        }
         if (!rc && why == OFILE_SYNC)
             rc = cache_settle(c);
     }
@@ -567,6 +609,7 @@ void ofile_lost(uint64_t row, const char *sha)
     if (f->writers && f->loaded && f->wrote && (f->dirty || strcmp(f->sha, sha) == 0)) {
         f->lost = true;
         f->held = false; /* what the cache held for them is the store's now */
+        forget_prior_locked(f);
     }
     pthread_mutex_unlock(&f->lock);
     ofile_put(f);

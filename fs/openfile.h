@@ -43,6 +43,12 @@ struct ofile {
     char *buf;                 /* len bytes, capacity cap */
     size_t len, cap;
     char sha[SHA256_HEX_LEN + 1]; /* cache content buf was loaded from / flushed as */
+    char *prior;               /* with has_prior: what the file held before the
+                                * writer's first held save, a local edit the
+                                * store lacks (the save freed it in the
+                                * cache); a cut edit goes back to it */
+    size_t prior_len;
+    bool has_prior;
     int64_t mtime_ns;          /* modification time of the buffered content */
     int64_t ctime_ns;          /* when a write or truncate last changed it */
 };

@@ -222,3 +222,31 @@ Test(mount_sync_refused, a_refused_edit_loses_to_a_remote_edit)
                  "the syncs after it still list the store in full");
     free(id);
 }
+
+/* A write past the limit after `>` puts back what the file held before
+ * that edit, an unpushed local edit too: a new file's first content, a
+ * synced file's newer one.  The shell's `>` saves the emptied file at
+ * once, which freed that content from the cache; before the fix the file
+ * went back to the store's version (empty for the new file) and the
+ * earlier edit was gone, in no record. */
+Test(mount_sync_refused, a_write_past_the_limit_keeps_the_unpushed_edit_before_it)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
+    free(out);
+    sy_mount(false, "--sync-interval 3600");
+    cr_assert_eq(sy_run(NULL, "echo important > fresh.md && echo mine > seeded.md"), 0);
+    int rc = sy_run(&out, "{ head -c 150000 /dev/zero | tr '\\0' a > fresh.md; "
+                          "head -c 150000 /dev/zero | tr '\\0' a > seeded.md; } 2>&1; echo; "
+                          "cat fresh.md seeded.md");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(out && strstr(out, "File too large"), "no EFBIG: %s", out);
+    cr_expect(out && strstr(out, "\nimportant\nmine\n"), "the earlier edits are gone: %s", out);
+    free(out);
+    cr_assert_eq(sy_run(&out, "$MFS sync --wait ."), 0, "%s", out);
+    free(out);
+    const char *const want[] = {"/seeded.md", "mine\n", "/fresh.md", "important\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
+    free(last);
+}

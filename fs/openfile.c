@@ -288,8 +288,9 @@ static void forget_prior_locked(struct ofile *f)
 /* Puts back what the file held before the edit a refused write cut short,
  * when part of it is in the cache already (held: the shell's `>` closes a
  * copy of the emptied file at once; or a file this open created): the
- * store's version (the caller fetched it: ops_save), or empty for a
- * file never synced, saved as finished.  When the store's version is not
+ * local edit saved before it when the store lacks that edit (f->prior,
+ * keep_prior_locked), else the store's version (the caller fetched it:
+ * ops_save), or empty for a file never synced, saved as finished.  When the store's version is not
  * in the cache (its download failed), the part saved stays, refused: it is
  * never pushed until the file is written again. */
 static int revert_cut_locked(struct ofile *f, struct cache *c)

@@ -247,11 +247,17 @@ struct cache_policy {
     uint64_t max_bytes;            /* --cache-max-size: content held; 0 no limit */
     unsigned conflicts_keep;       /* per store, the newest kept; 0 no limit */
     int64_t conflicts_max_age_ns;  /* older records go; 0 no limit */
+    /* The stores this process mounts (busy knows their open files): the
+     * content of their removed files that no file open here holds is
+     * freed.  Other stores of a shared cache directory are left alone. */
+    const char *const *stores;
+    size_t n_stores;
 };
 /* True when ino is open here (its content is not evicted). */
 typedef bool (*cache_busy_fn)(void *arg, uint64_t ino);
 struct cache_gc_report {
     uint64_t conflicts_pruned, blobs_freed, evicted, evicted_bytes;
+    uint64_t unlinked_freed;       /* removed files whose content went */
     bool over_limit;               /* still over max_bytes: the rest may not go */
 };
 /* One round: prunes conflict records past the policy, frees content

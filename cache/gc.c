@@ -3,7 +3,8 @@
  * and --cache-max-size evicts clean content the store can give again.
  *
  * What keeps a blob: a node's content (nodes.sha: a live file, or an
- * unlinked one the kernel may still read), a node's baseline
+ * unlinked one a descriptor still holds open: forget_unlinked drops the
+ * content of the others), a node's baseline
  * (nodes.base_sha: the store's version a file reverts to when the store
  * wins), a conflict record (conflicts.local_sha) and an upload in flight
  * (sent.sha: it becomes the file's baseline when its answer comes).
@@ -326,6 +327,54 @@ static int evict(struct cache *c, uint64_t max, cache_busy_fn busy, void *arg,
     return rc;
 }
 
+static int fill_ino(sqlite3_stmt *st, void *item)
+{
+    *(uint64_t *)item = (uint64_t)sqlite3_column_int64(st, 0);
+    return 0;
+}
+
+/* Removed files (unlinked nodes: a file deleted, or replaced by a rename
+ * such as every editor's save) of the stores this process mounts, that no
+ * file open here holds: their content goes.  The node itself stays until
+ * the store's next attach (the kernel may still know its number); nothing
+ * reads its bytes again, since only an open descriptor reaches it.  Before,
+ * each `sed -i` of a file left a copy of its last version until the next
+ * mount.  Caller holds c->lock, in a transaction. */
+static int forget_unlinked(struct cache *c, const struct cache_policy *p, cache_busy_fn busy,
+                           void *arg, uint64_t *freed)
+{
+    int rc = 0;
+    sqlite3_stmt *st = NULL, *clear = NULL;
+    for (size_t i = 0; !rc && busy && i < p->n_stores; i++) {
+        rc = db_prepare(c, "SELECT ino FROM nodes WHERE store = ? AND unlinked = 1"
+                           " AND sha IS NOT NULL", &st);
+        if (rc)
+            break;
+        sqlite3_bind_text(st, 1, p->stores[i], -1, SQLITE_TRANSIENT);
+        void *items = NULL;
+        size_t n = 0;
+        rc = db_collect(c, st, sizeof(uint64_t), &items, &n, fill_ino, "removed files");
+        const uint64_t *ino = items;
+        if (!rc && n && !clear)
+            rc = db_prepare(c, "UPDATE nodes SET sha = NULL WHERE ino = ? AND unlinked = 1",
+                            &clear);
+        for (size_t k = 0; !rc && k < n; k++) {
+            if (busy(arg, ino[k]))
+                continue;
+            sqlite3_reset(clear);
+            sqlite3_bind_int64(clear, 1, (sqlite3_int64)ino[k]);
+            if (sqlite3_step(clear) != SQLITE_DONE)
+                rc = db_fail(c, SQLITE_ERROR, "free a removed file's content");
+            else
+                (*freed)++;
+        }
+        free(items);
+    }
+    if (clear)
+        db_finish(c, clear);
+    return rc;
+}
+
 int cache_housekeep(struct cache *c, const struct cache_policy *p, cache_busy_fn busy, void *arg,
                     struct cache_gc_report *r)
 {
@@ -337,6 +386,8 @@ int cache_housekeep(struct cache *c, const struct cache_policy *p, cache_busy_fn
     int rc = db_begin(c);
     if (!rc)
         rc = prune_conflicts(c, p, db_now_ns(), &r->conflicts_pruned);
+    if (!rc)
+        rc = forget_unlinked(c, p, busy, arg, &r->unlinked_freed);
     if (!rc)
         rc = gc_blobs_locked(c, &r->blobs_freed);
     if (!rc && p->max_bytes)

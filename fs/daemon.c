@@ -453,7 +453,13 @@ int daemon_mount(struct mount_opts *o)
         log_warn("cannot open the control socket; 'memstorefs unmount' will not reach this "
                  "daemon, use SIGTERM", "path", D.ctl_path);
     syncer_start(D.sync);
+    static const char *store_ids[16]; /* the policy's: for the daemon's life */
+    size_t n_ids = 0;
+    for (size_t i = 0; i < D.n && n_ids < 16; i++)
+        store_ids[n_ids++] = D.stores[i].id;
     struct cache_policy policy = {
+        .stores = store_ids,
+        .n_stores = n_ids,
         .max_bytes = o->cache_max_size,
         .conflicts_keep = (unsigned)o->conflicts_keep,
         .conflicts_max_age_ns = (int64_t)o->conflicts_max_age * 86400LL * 1000000000LL,

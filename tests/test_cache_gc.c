@@ -547,3 +547,52 @@ Test(cache_gc, freeing_a_nodes_content_builds_no_temporary_table)
     cr_assert_eq(cache_store_attach(C, ST, false, &root), 0);
     cr_expect_not(has("second rewrite"), "a deleted node's content was kept");
 }
+
+/* The content of removed files goes at the next round, but a removed
+ * file still open here keeps it, and another store's removed files (a
+ * daemon sharing the cache directory knows their open files) are left
+ * alone.  Before, a removed file, or every version an editor's save
+ * replaced, kept its content until the store's next attach: 200 `sed -i`
+ * of a 67 KB file held 13 MB. */
+Test(cache_gc, removed_files_free_their_content_unless_open)
+{
+    uint64_t r2;
+    cr_assert_eq(cache_store_attach(C, ST2, false, &r2), 0);
+    struct cnode n;
+    uint64_t ino[3];
+    const char *names[] = {"x.md", "open.md", "y.md"};
+    const char *body[] = {"removed x", "removed but open", "removed in another store"};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(cache_create(C, i == 2 ? r2 : root, names[i], false, 1, &n), 0);
+        ino[i] = n.ino;
+        cnode_clear(&n);
+        set(ino[i], body[i]);
+        cr_assert_eq(cache_unlink(C, i == 2 ? r2 : root, names[i], false, NULL), 0);
+    }
+    /* a.md replaced by a rename, as an editor saves */
+    uint64_t a = child(root, "a.md");
+    cr_assert_eq(cache_create(C, root, "a.md.tmp", false, 1, &n), 0);
+    uint64_t tmpf = n.ino;
+    cnode_clear(&n);
+    set(tmpf, "saved a");
+    set(a, "edited a, not pushed");
+    cr_assert_eq(cache_rename(C, root, "a.md.tmp", root, "a.md", 0), 0);
+    busy_ino = ino[1];
+    static const char *const stores[] = {ST};
+    struct cache_policy p = {.stores = stores, .n_stores = 1};
+    struct cache_gc_report rep;
+    cr_assert_eq(cache_housekeep(C, &p, busy, NULL, &rep), 0);
+    cr_expect_eq(rep.unlinked_freed, 2, "%llu", (unsigned long long)rep.unlinked_freed);
+    cr_expect(!has("removed x"), "a removed file kept its content");
+    cr_expect(!has("edited a, not pushed"), "the version a rename replaced kept its content");
+    cr_expect(has("removed but open"), "an open removed file lost its content");
+    cr_expect(has("removed in another store"), "another store's removed file lost its content");
+    cr_expect(has("saved a") && has("aaa"), "the file and its baseline must stay");
+    /* the open one, once closed */
+    busy_ino = 0;
+    cr_assert_eq(cache_housekeep(C, &p, busy, NULL, &rep), 0);
+    cr_expect_eq(rep.unlinked_freed, 1);
+    cr_expect(!has("removed but open"));
+    cr_assert_eq(cache_getattr(C, ino[1], &n), 0, "the node itself must stay");
+    cnode_clear(&n);
+}

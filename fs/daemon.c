@@ -114,6 +114,11 @@ static void free_all(void)
     http_client_cancel(D.http, true);
     bool idle = syncctl_drain(10);
     idle = hist_drain(10) && idle;
+    /* A loop thread still serving files held open in a store torn down
+     * uses the syncer, the cache and the stores: the process exits with it
+     * alive (the exit closes the device, which ends the connection). */
+    if (D.stores && daemon_reap_loops(D.stores, D.n))
+        idle = false;
     if (idle)
         syncer_free(&D.sync);
     /* A thread that would not stop (the syncer's, or a client's that still
@@ -260,6 +265,22 @@ static int setup_stores(struct mount_opts *o)
     return 0;
 }
 
+/* The control socket's path, for the largest pid, must fit a socket
+ * address: checked before anything is mounted, else the stores would be
+ * mounted with no way for `memstorefs unmount` to reach the daemon. */
+static int control_path_check(void)
+{
+    char p[4200];
+    struct sockaddr_un a;
+    int rc = rt_sock_path(4194304 /* PID_MAX_LIMIT */, p, sizeof(p));
+    if ((rc == 0 && strlen(p) < sizeof(a.sun_path)) || (rc && rc != -ENAMETOOLONG))
+        return 0; /* (a runtime directory not fit for use is reported as the store locks) */
+    fprintf(stderr, "memstorefs: the runtime directory's path is too long for the control "
+                    "socket (at most %zu bytes for %s); set MEMSTOREFS_RUNTIME_DIR to a "
+                    "shorter directory\n", sizeof(a.sun_path) - 1, rc == 0 ? p : "it");
+    return -ENAMETOOLONG;
+}
+
 static int open_control(void)
 {
     D.ctl_fd = -1;
@@ -323,6 +344,7 @@ static void main_loop(int sig_fd)
         if (p[1].revents & POLLIN) {
             uint64_t v;
             (void)!read(D.wake_fd, &v, sizeof(v));
+            daemon_reap_loops(D.stores, D.n);
             for (size_t i = 0; i < D.n; i++) {
                 struct fs_store *s = &D.stores[i];
                 if (!s->gone && __atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
@@ -369,6 +391,8 @@ int daemon_mount(struct mount_opts *o)
         return 1;
     }
     if (mountdir_check(o) != 0)
+        goto out_cred;
+    if (control_path_check() != 0)
         goto out_cred;
     if (o->log_file && daemon_open_log(o) != 0)
         goto out_cred;
@@ -511,7 +535,7 @@ out:
     free_all();
     if (sig_fd >= 0)
         close(sig_fd);
-    if (D.wake_fd >= 0)
+    if (D.wake_fd >= 0 && !D.stores) /* (a loop thread left writes it as it ends) */
         close(D.wake_fd);
     if (ready_fd >= 0) {
         char bad = 1;

@@ -53,6 +53,10 @@ void fsmount_log_init(void);
 /* fsmount.c: unmounts one store, removes the directories it created,
  * drops its lock. */
 void daemon_teardown_store(struct fs_store *s);
+/* Joins the loop threads of stores torn down while files held open kept
+ * them serving (fs_store.loop_left) that have ended since; the number of
+ * v[0..n) still running. */
+size_t daemon_reap_loops(struct fs_store *v, size_t n);
 /* finalsync.c: the final sync of v[0..n) at unmount, bounded by the flush
  * timeout: past it, requests in flight are cancelled and what they carried
  * stays dirty in the cache for the next mount. */

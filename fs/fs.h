@@ -48,6 +48,9 @@ struct fs_store {
     struct fuse_session *se;
     pthread_t loop;
     bool loop_running;
+    bool loop_left;         /* torn down with its loop thread still serving
+                             * files held open (daemon_reap_loops joins it
+                             * once it ends; se is kept until then) */
     volatile int loop_done; /* set by the loop thread when it returns */
     int wake_fd;            /* the daemon's eventfd, written as the loop thread ends */
     bool mounted;

@@ -170,7 +170,7 @@ static void abort_connection(const struct fs_store *s, dev_t dev)
     if (!err && write(fd, "1", 1) != 1)
         err = errno ? errno : EIO;
     if (err)
-        log_warn("files of the store are still open; the daemon waits until they are closed",
+        log_info("files of the store are still open, and their connection cannot be aborted",
                  "memory_store_id", s->id, "path", s->mount_path, "error", strerror(err));
     else
         log_info("files of the store were still open; their connection was aborted",
@@ -204,11 +204,26 @@ void daemon_teardown_store(struct fs_store *s)
              * holds (its mount point). */
             fuse_session_unmount(s->se);
         }
-        if (s->loop_running)
-            pthread_join(s->loop, NULL);
-        s->loop_running = false;
-        fuse_session_destroy(s->se);
-        s->se = NULL;
+        /* A loop thread blocked reading the device keeps the connection,
+         * so files still open keep the loop until they do something (the
+         * abort above could not end it): the store is torn down around it,
+         * and the thread is joined once it ends (daemon_reap_loops), or
+         * ends with the process, whose exit closes the device. */
+        for (int i = 0; i < 20 && s->loop_running &&
+                        !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE); i++)
+            usleep(50 * 1000);
+        if (s->loop_running && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
+            log_warn("files of the store are still open; they are served until they are "
+                     "closed or the daemon exits, and their edits are pushed by the store's "
+                     "next mount", "memory_store_id", s->id, "path", s->mount_path);
+            s->loop_left = true;
+        } else {
+            if (s->loop_running)
+                pthread_join(s->loop, NULL);
+            s->loop_running = false;
+            fuse_session_destroy(s->se);
+            s->se = NULL;
+        }
         log_info("unmounted memory store", "memory_store_id", s->id, "path", s->mount_path);
     }
     if (s->dir_fd >= 0)
@@ -223,6 +238,27 @@ void daemon_teardown_store(struct fs_store *s)
     free(s->lock_file);
     s->lock_file = NULL;
     s->gone = true;
+}
+
+size_t daemon_reap_loops(struct fs_store *v, size_t n)
+{
+    size_t left = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct fs_store *s = &v[i];
+        if (!s->loop_left)
+            continue;
+        if (!__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
+            left++;
+            continue;
+        }
+        pthread_join(s->loop, NULL);
+        s->loop_running = s->loop_left = false;
+        fuse_session_destroy(s->se);
+        s->se = NULL;
+        log_info("the last files held open in an unmounted store were closed",
+                 "memory_store_id", s->id, "path", s->mount_path);
+    }
+    return left;
 }
 
 void fsmount_log_init(void)

@@ -408,3 +408,19 @@ Test(mount_ops, a_relative_runtime_dir_is_cleaned_up_at_unmount)
     cr_expect(mnt_wait_sh(&E, 10, "test -z \"$(ls %s/rel-run)\"", E.root),
               "files left in the runtime directory");
 }
+
+/* A runtime directory whose path leaves no room for the control socket's
+ * name (a socket address holds 107 bytes) is refused before anything is
+ * mounted.  Before, the stores were mounted with a warning, and no
+ * `memstorefs unmount` could reach the daemon afterwards. */
+Test(mount_ops, a_runtime_dir_too_long_for_the_control_socket_is_refused)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "d=%s/run-$(printf 'x%%.0s' $(seq 100)) && mkdir -m 700 \"$d\" && "
+                              "MEMSTOREFS_RUNTIME_DIR=\"$d\" $MFS mount --store '%s:%s' "
+                              "--cache-dir \"$CACHE\" 2>&1", E.root, store, mp);
+    cr_expect_neq(rc, 0, "mounted: %s", out);
+    cr_expect(strstr(out, "too long for the control socket"), "%s", out);
+    free(out);
+    cr_expect(!mnt_is_mounted(mp), "the store was mounted");
+}

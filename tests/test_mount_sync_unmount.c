@@ -573,10 +573,12 @@ Test(mount_sync_unmount, a_client_that_sent_its_line_during_an_unmount_is_answer
  * connection through fusectl (a container without
  * /sys/fs/fuse/connections, here hidden in a mount namespace of the
  * test's own), holds up neither the exit nor the other store's teardown:
- * the unmount closes the daemon's only descriptor of the device, which
- * ends the connection by itself.  A guard: a second descriptor of the
- * device (a dup for the loop, say) would keep the connection, and the
- * teardown would wait for the loop until the file is closed. */
+ * the store is torn down around its loop thread, and the exit ends the
+ * connection.  Before the fix, when the loop thread was blocked reading
+ * the device as the unmount closed it (about one run in four here: the
+ * read keeps the device, and so the connection, alive), the teardown
+ * waited for that thread until the file was closed, for ever, with the
+ * other store still mounted. */
 Test(mount_sync_unmount, open_files_that_cannot_be_cut_off_hold_up_no_exit)
 {
     cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));

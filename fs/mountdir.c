@@ -296,7 +296,9 @@ static int walk_at(int start, const char *path, struct walk *w)
                 }
             }
         } else if (s && st_err == ENOENT && mkdirat(dir, c, 0755) == 0) {
-            int rc = record_made(w, p);
+            /* 0755 whatever the umask (a root worker's 077 would shut the
+             * --uid user out of its own mount); not through a link. */
+            int rc = fchmodat(dir, c, 0755, AT_SYMLINK_NOFOLLOW) == 0 ? record_made(w, p) : -errno;
             next = rc ? rc : opendir_at(dir, c);
             w->made_last = last;
             if (rc)

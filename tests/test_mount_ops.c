@@ -424,3 +424,17 @@ Test(mount_ops, a_runtime_dir_too_long_for_the_control_socket_is_refused)
     free(out);
     cr_expect(!mnt_is_mounted(mp), "the store was mounted");
 }
+
+/* The directories a mount makes for its path are 0755 whatever the
+ * caller's umask: a root worker's umask 077 made them 0700, which shut
+ * the --uid user out of its own mount. */
+Test(mount_ops, the_directories_made_for_a_mount_are_0755_under_any_umask)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "umask 077 && $MFS mount --store '%s:%s/made/deeper/s' "
+                              "--cache-dir \"$CACHE\" 2>&1 && stat -c %%a %s/made %s/made/deeper",
+                    store, E.mnt, E.mnt, E.mnt);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "\n755\n755\n"), "%s", out);
+    free(out);
+}

@@ -61,6 +61,7 @@
 #include "runtime.h"
 #include "sdnotify.h"
 #include "session.h"
+#include "setupwatch.h"
 
 static struct daemon D;
 
@@ -198,7 +199,7 @@ static int setup_stores(struct mount_opts *o)
     struct http_opts ho = {.base_url = D.cred.base_url, .api_key = D.cred.api_key,
                            .bearer = D.cred.bearer, .max_in_flight = 16, .max_retries = -1,
                            .max_per_minute = o->max_rpm};
-    D.http = http_client_new(&ho);
+    __atomic_store_n(&D.http, http_client_new(&ho), __ATOMIC_RELEASE); /* setupwatch.c */
     if (!D.http) {
         int err = errno;
         fprintf(stderr, "memstorefs: cannot use the API endpoint '%s': %s\n", D.cred.base_url,
@@ -220,6 +221,8 @@ static int setup_stores(struct mount_opts *o)
         struct fs_store *s = &D.stores[i];
         struct api_store as = {0};
         struct api_error e = {0};
+        if (setupwatch_fired())
+            return -ECANCELED;
         rc = api_store_get(D.http, s->id, &as, &e);
         if (rc) {
             explain_api(s, rc, &e);
@@ -259,6 +262,8 @@ static int setup_stores(struct mount_opts *o)
     }
     for (size_t i = 0; i < D.n; i++) {
         D.stores[i].wake_fd = D.wake_fd;
+        if (setupwatch_fired())
+            return -ECANCELED;
         if ((rc = fsmount_start(&D.stores[i], o)))
             return rc;
     }
@@ -469,7 +474,20 @@ int daemon_mount(struct mount_opts *o)
     /* Until the control socket opens, commands that find the stores'
      * locks wait for it (control.c). */
     rt_mounting(true);
-    if (setup_stores(o) != 0)
+    if (setupwatch_start(&D.http) != 0)
+        log_warn("cannot watch for signals during the setup; SIGTERM waits for its end", NULL,
+                 NULL);
+    int setup_rc = setup_stores(o);
+    int sig = setupwatch_stop();
+    if (sig) {
+        /* The caller asked to stop: nothing stays mounted (what a process
+         * wrote in the instant a store was mounted, if any, stays in the
+         * cache for the next mount). */
+        fprintf(stderr, "memstorefs: stopped by %s during the setup; nothing is mounted\n",
+                sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        goto out;
+    }
+    if (setup_rc != 0)
         goto out;
     int ctl_rc = open_control();
     rt_mounting(false);

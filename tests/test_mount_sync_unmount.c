@@ -635,3 +635,41 @@ Test(mount_sync_unmount, a_mount_command_killed_during_its_setup_leaves_nothing_
     cr_expect_gt(sy_log_count("the mount command ended before", NULL), 0,
                  "the daemon logged no reason for unmounting");
 }
+
+/* SIGTERM while the daemon looks its stores up and lists them (a slow
+ * server) stops it at once, and nothing is mounted.  Before the fix the
+ * signal waited, blocked, for the end of the setup: here 20 s of latency,
+ * with a slow server minutes (each request up to 5 attempts of 60 s). */
+Test(mount_sync_unmount, sigterm_during_the_setup_stops_it_at_once)
+{
+    slow_store(store, 20000);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s' --cache-dir \"$CACHE\" "
+                              "--log-level debug > %s/mount.out 2>&1 & echo $!", store, mnt,
+                    E.root);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t pid = 0;
+    for (int i = 0; i < 200 && pid <= 1; i++) {
+        pid = mnt_daemon_pid(&E);
+        if (pid <= 1)
+            usleep(50 * 1000);
+    }
+    cr_assert_gt(pid, 1, "no daemon was started");
+    usleep(300 * 1000); /* in its first request */
+    double t0 = now_s();
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    bool gone = false;
+    while (!gone && now_s() - t0 < 30) {
+        gone = !alive(pid);
+        if (!gone)
+            usleep(100 * 1000);
+    }
+    double dt = now_s() - t0;
+    cr_assert(gone, "the daemon did not exit after SIGTERM");
+    cr_expect(dt < 10, "SIGTERM took %.1f s to stop the setup", dt);
+    cr_expect(!mnt_is_mounted(mnt), "the store was mounted");
+    mnt_sh(&E, &out, "sleep 0.2; cat %s/mount.out", E.root);
+    cr_expect(strstr(out, "stopped by SIGTERM during the setup"), "%s", out);
+    free(out);
+}

@@ -452,7 +452,8 @@ int daemon_mount(struct mount_opts *o)
         goto out;
     }
     for (size_t i = 0; i < D.n; i++) /* before any failure: the teardown closes them */
-        D.stores[i].lock_fd = D.stores[i].dir_fd = D.stores[i].parent_fd = -1;
+        D.stores[i].lock_fd = D.stores[i].dir_fd = D.stores[i].parent_fd =
+            D.stores[i].fio.fd = -1;
     for (size_t i = 0; i < D.n; i++) {
         struct fs_store *s = &D.stores[i];
         s->id = o->stores[i].id;

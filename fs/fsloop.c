@@ -218,9 +218,9 @@ void fsloop_blocking(void)
     pthread_mutex_unlock(&l->lock);
 }
 
-int fsloop_run(struct fuse_session *se)
+int fsloop_run(struct fuse_session *se, int fd)
 {
-    struct fsloop l = {.se = se, .fd = fuse_session_fd(se), .threads = 1};
+    struct fsloop l = {.se = se, .fd = fd, .threads = 1};
     struct worker *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;

@@ -6,8 +6,10 @@
 
 /* Reads and runs the session's requests until it is unmounted or
  * exited, then waits for every request still running; 0, or the
- * negative errno of the device read that ended it. */
-int fsloop_run(struct fuse_session *se);
+ * negative errno of the device read that ended it.  fd: the device
+ * descriptor it polls, the store's own (fuseio.c), which outlives the
+ * session's. */
+int fsloop_run(struct fuse_session *se, int fd);
 
 /* Called by a request about to wait on the network: another thread
  * takes over reading requests meanwhile.  A no-op outside the loop. */

@@ -52,7 +52,7 @@ static void fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap
 static void *loop_main(void *arg)
 {
     struct fs_store *s = arg;
-    int rc = fsloop_run(s->se);
+    int rc = fsloop_run(s->se, s->fio.fd);
     if (rc < 0)
         log_error("cannot read the mount's requests; the mount stops", "memory_store_id", s->id,
                   "path", s->mount_path, "error", strerror(-rc));
@@ -145,6 +145,7 @@ int fsmount_start(struct fs_store *s, const struct mount_opts *o)
     }
     rc = pthread_create(&s->loop, NULL, loop_main, s);
     if (rc) {
+        fuseio_detach(s);
         fuse_session_unmount(s->se);
         s->mounted = false;
         return -rc;
@@ -204,23 +205,26 @@ void daemon_teardown_store(struct fs_store *s)
              * holds (its mount point). */
             fuse_session_unmount(s->se);
         }
-        /* A loop thread blocked reading the device keeps the connection,
-         * so files still open keep the loop until they do something (the
-         * abort above could not end it): the store is torn down around it,
-         * and the thread is joined once it ends (daemon_reap_loops), or
-         * ends with the process, whose exit closes the device. */
+        /* Files still open keep the detached mount and its connection,
+         * when the abort above could not end it, and the loop sees that
+         * the session exited only at the next request: nothing says when
+         * that comes.  The store is torn down around the loop, whose
+         * thread is joined once it ends (daemon_reap_loops; closing the
+         * loop's descriptor, fuseio.c, then ends the connection), or ends
+         * with the process, whose exit closes the device. */
         for (int i = 0; i < 20 && s->loop_running &&
                         !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE); i++)
             usleep(50 * 1000);
         if (s->loop_running && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
-            log_warn("files of the store are still open; they are served until they are "
-                     "closed or the daemon exits, and their edits are pushed by the store's "
-                     "next mount", "memory_store_id", s->id, "path", s->mount_path);
+            log_warn("files of the store are still open; their connection ends at their next "
+                     "request, or when the daemon exits", "memory_store_id", s->id, "path",
+                     s->mount_path);
             s->loop_left = true;
         } else {
             if (s->loop_running)
                 pthread_join(s->loop, NULL);
             s->loop_running = false;
+            fuseio_detach(s);
             fuse_session_destroy(s->se);
             s->se = NULL;
         }
@@ -253,6 +257,7 @@ size_t daemon_reap_loops(struct fs_store *v, size_t n)
         }
         pthread_join(s->loop, NULL);
         s->loop_running = s->loop_left = false;
+        fuseio_detach(s);
         fuse_session_destroy(s->se);
         s->se = NULL;
         log_info("the last files held open in an unmounted store were closed",

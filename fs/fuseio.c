@@ -26,6 +26,8 @@
  * is answered). */
 #include "fuseio.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -63,10 +65,12 @@ static struct fuseio *io_of(void *userdata)
     return &((struct fs_store *)userdata)->fio;
 }
 
+/* (fd, the session's, may be closed already: io->fd is read instead.) */
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
+    (void)fd;
     struct fuseio *io = io_of(userdata);
-    ssize_t n = read(fd, buf, len);
+    ssize_t n = read(io->fd, buf, len);
     if (n < (ssize_t)sizeof(struct fuse_in_header))
         return n;
     const struct fuse_in_header *in = buf;
@@ -91,9 +95,11 @@ static bool is_init_reply(const struct fuseio *io, const struct iovec *iov, int 
     return out->unique == io->init_unique;
 }
 
-static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+static ssize_t io_writev(int session_fd, struct iovec *iov, int count, void *userdata)
 {
+    (void)session_fd;
     struct fuseio *io = io_of(userdata);
+    int fd = io->fd;
     if (!is_init_reply(io, iov, count))
         return writev(fd, iov, count);
     io->init_unique = 0;
@@ -116,8 +122,21 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 int fuseio_attach(struct fs_store *s)
 {
     static const struct fuse_custom_io ops = {.read = io_read, .writev = io_writev};
+    s->fio.fd = fcntl(fuse_session_fd(s->se), F_DUPFD_CLOEXEC, 3);
+    if (s->fio.fd < 0)
+        return -errno;
     /* The session keeps its mounted descriptor; only the hooks change. */
-    return fuse_session_custom_io(s->se, &ops, fuse_session_fd(s->se));
+    int rc = fuse_session_custom_io(s->se, &ops, fuse_session_fd(s->se));
+    if (rc)
+        fuseio_detach(s);
+    return rc;
+}
+
+void fuseio_detach(struct fs_store *s)
+{
+    if (s->fio.fd >= 0)
+        close(s->fio.fd);
+    s->fio.fd = -1;
 }
 
 void fuseio_counts(const struct fs_store *s, uint64_t out[FUSEIO_OPS])

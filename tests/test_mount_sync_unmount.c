@@ -574,11 +574,10 @@ Test(mount_sync_unmount, a_client_that_sent_its_line_during_an_unmount_is_answer
  * /sys/fs/fuse/connections, here hidden in a mount namespace of the
  * test's own), holds up neither the exit nor the other store's teardown:
  * the store is torn down around its loop thread, and the exit ends the
- * connection.  Before the fix, when the loop thread was blocked reading
- * the device as the unmount closed it (about one run in four here: the
- * read keeps the device, and so the connection, alive), the teardown
- * waited for that thread until the file was closed, for ever, with the
- * other store still mounted. */
+ * connection.  Before the fix, when no request came after the unmount to
+ * wake the loop (about one run in four here), the teardown waited for its
+ * thread until the file was closed, for ever, with the other store still
+ * mounted. */
 Test(mount_sync_unmount, open_files_that_cannot_be_cut_off_hold_up_no_exit)
 {
     cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));

@@ -297,8 +297,18 @@ static int walk_at(int start, const char *path, struct walk *w)
             }
         } else if (s && st_err == ENOENT && mkdirat(dir, c, 0755) == 0) {
             /* 0755 whatever the umask (a root worker's 077 would shut the
-             * --uid user out of its own mount); not through a link. */
-            int rc = fchmodat(dir, c, 0755, AT_SYMLINK_NOFOLLOW) == 0 ? record_made(w, p) : -errno;
+             * --uid user out of its own mount); not through a link, and
+             * without /proc (fchmodat's AT_SYMLINK_NOFOLLOW may need it). */
+            int d = openat(dir, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int rc = d >= 0 && fchmod(d, 0755) == 0 ? 0 : -errno;
+            if (d >= 0)
+                close(d);
+            if (rc) {
+                w->said = true;
+                fprintf(stderr, "memstorefs: cannot set the mode of the folder %s made for the "
+                                "memory store %s: %s\n", p, s->id, strerror(-rc));
+            }
+            rc = rc ? rc : record_made(w, p);
             next = rc ? rc : opendir_at(dir, c);
             w->made_last = last;
             if (rc)

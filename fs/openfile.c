@@ -302,15 +302,16 @@ static int revert_cut_locked(struct ofile *f, struct cache *c)
     /* (Moved meanwhile, a sync brought the store's version: it stays.) */
     if (!rc && strcmp(n.sha, f->sha) == 0) {
         int brc = 0;
+        const char *to = "";
         if (f->has_prior) { /* a local edit before this one */
-            base = f->prior;
+            to = f->prior ? f->prior : "";
             len = f->prior_len;
-            f->prior = NULL;
         } else if (n.base_sha[0]) {
             brc = cache_blob_get(c, n.base_sha, &base, &len);
+            to = base ? base : "";
         }
         if (!brc)
-            rc = cache_set_content_if(c, f->row, base ? base : "", len, f->mtime_ns,
+            rc = cache_set_content_if(c, f->row, to, len, f->mtime_ns,
                                       f->sha[0] ? f->sha : NULL, false, sha);
         else if (brc == -ENOENT)
             rc = cache_mark_refused(c, f->row, f->sha, "cut short by a write past 102,400 bytes");
@@ -320,7 +321,8 @@ static int revert_cut_locked(struct ofile *f, struct cache *c)
             rc = 0;
     }
     free(base);
-    forget_prior_locked(f);
+    if (!rc) /* (a failure is tried again by the next save: the prior with it) */
+        forget_prior_locked(f);
     cnode_clear(&n);
     return rc;
 }
@@ -329,8 +331,9 @@ static int revert_cut_locked(struct ofile *f, struct cache *c)
  * file at once) replaces a local edit the store lacks: that edit's bytes,
  * which the save frees in the cache, so that a cut edit can go back to
  * them (revert_cut_locked).  Kept in memory while the save stays held.
- * Best effort: when they cannot be read, a cut edit goes back to the
- * store's version, as before. */
+ * Taken only after an O_TRUNC open of such an edit (ofile_set_origin's
+ * local), so that ordinary closes read nothing more.  Best effort: when
+ * they cannot be read, a cut edit goes back to the store's version. */
 static void keep_prior_locked(struct ofile *f, struct cache *c)
 {
     forget_prior_locked(f);
@@ -391,6 +394,7 @@ bool ofile_is_cut(struct ofile *f)
 static void drop_locked(struct ofile *f)
 {
     forget_prior_locked(f);
+    f->origin_local = false;
     free(f->buf);
     f->buf = NULL;
     f->len = f->cap = 0;
@@ -449,8 +453,9 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
          * (a sync pulled the store's version), the store wins and they are
          * kept as a conflict record. */
         const char *from = f->loaded && f->sha[0] ? f->sha : NULL;
-        if (held && !f->held && from)
+        if (held && !f->held && from && f->origin_local)
             keep_prior_locked(f, c);
+        f->origin_local = false; /* (only the edit's first save replaces it) */
         rc = held ? cache_save_closed_then(c, f->row, f->buf ? f->buf : "", f->len,
                                            f->mtime_ns, from, then, sha)
                   : cache_set_content_if(c, f->row, f->buf ? f->buf : "", f->len, f->mtime_ns,
@@ -574,11 +579,13 @@ size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, void *arg, si
     return kept;
 }
 
-void ofile_set_origin(struct ofile *f, const char *sha)
+void ofile_set_origin(struct ofile *f, const char *sha, bool local)
 {
     pthread_mutex_lock(&f->lock);
-    if (f->loaded && !f->sha[0] && sha)
+    if (f->loaded && !f->sha[0] && sha) {
         snprintf(f->sha, sizeof(f->sha), "%s", sha);
+        f->origin_local = local;
+    }
     pthread_mutex_unlock(&f->lock);
 }
 

@@ -49,6 +49,8 @@ struct ofile {
                                 * cache); a cut edit goes back to it */
     size_t prior_len;
     bool has_prior;
+    bool origin_local;         /* ofile_set_origin's local: the first held
+                                * save keeps the prior (keep_prior_locked) */
     int64_t mtime_ns;          /* modification time of the buffered content */
     int64_t ctime_ns;          /* when a write or truncate last changed it */
 };
@@ -161,8 +163,10 @@ void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns,
 
 /* A buffer truncated before it was ever loaded (open with O_TRUNC) learns
  * which cache content it replaces, so that its flush can tell whether a
- * sync changed the file meanwhile (cache_set_content_if). */
-void ofile_set_origin(struct ofile *f, const char *sha);
+ * sync changed the file meanwhile (cache_set_content_if); local: that
+ * content is a local edit the store lacks (its baseline differs), which a
+ * cut edit goes back to (the first held save keeps its bytes). */
+void ofile_set_origin(struct ofile *f, const char *sha, bool local);
 
 /* Which open files a final sync is about: true for a row of a store
  * being unmounted (called with the entry's lock held, so it may use the

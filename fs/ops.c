@@ -495,7 +495,7 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
         if (!rc) {
             rc = n.is_dir ? -EISDIR : ofile_truncate(f, 0, ops_now_ns(), s->cache);
             if (!rc)
-                ofile_set_origin(f, n.sha);
+                ofile_set_origin(f, n.sha, strcmp(n.sha, n.base_sha) != 0);
             cnode_clear(&n);
         }
     } else {

@@ -249,7 +249,8 @@ struct cache_policy {
     int64_t conflicts_max_age_ns;  /* older records go; 0 no limit */
     /* The stores this process mounts (busy knows their open files): the
      * content of their removed files that no file open here holds is
-     * freed.  Other stores of a shared cache directory are left alone. */
+     * freed.  Other stores of a shared cache directory are left alone; an
+     * entry the caller sets to NULL (atomically) is skipped. */
     const char *const *stores;
     size_t n_stores;
 };

@@ -346,11 +346,14 @@ static int forget_unlinked(struct cache *c, const struct cache_policy *p, cache_
     int rc = 0;
     sqlite3_stmt *st = NULL, *clear = NULL;
     for (size_t i = 0; !rc && busy && i < p->n_stores; i++) {
+        const char *id = __atomic_load_n(&p->stores[i], __ATOMIC_ACQUIRE);
+        if (!id)
+            continue; /* (no longer this process's: cache_policy) */
         rc = db_prepare(c, "SELECT ino FROM nodes WHERE store = ? AND unlinked = 1"
                            " AND sha IS NOT NULL", &st);
         if (rc)
             break;
-        sqlite3_bind_text(st, 1, p->stores[i], -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
         void *items = NULL;
         size_t n = 0;
         rc = db_collect(c, st, sizeof(uint64_t), &items, &n, fill_ino, "removed files");

@@ -65,6 +65,19 @@
 
 static struct daemon D;
 
+/* The collector's stores (cache_policy.stores), D.stores[i].id at i; a
+ * store torn down is taken out (NULL, atomically: the collector's thread
+ * reads them), since another daemon sharing the cache directory may mount
+ * it then, whose open files this one does not know. */
+static const char *store_ids[16];
+
+static void forget_policy_store(const struct fs_store *s)
+{
+    size_t i = (size_t)(s - D.stores);
+    if (i < sizeof(store_ids) / sizeof(store_ids[0]))
+        __atomic_store_n(&store_ids[i], NULL, __ATOMIC_RELEASE);
+}
+
 static size_t live_stores(void)
 {
     size_t n = 0;
@@ -78,9 +91,11 @@ size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report)
     if (n && n >= live_stores())
         sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
     daemon_final_sync(&D, v, n);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (!v[i]->gone)
             daemon_teardown_store(v[i]);
+        forget_policy_store(v[i]);
+    }
     return daemon_final_report(&D, v, n, report);
 }
 
@@ -100,8 +115,10 @@ static void teardown_all(bool flush)
          * below). */
         http_client_cancel(D.http, true);
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         daemon_teardown_store(v[i]);
+        forget_policy_store(v[i]);
+    }
     if (flush)
         daemon_final_report(&D, v, n, NULL);
 }
@@ -323,7 +340,8 @@ static void main_loop(int sig_fd)
         if (poll(p, (nfds_t)(2 + nc), timeout) < 0) {
             if (errno == EINTR)
                 continue;
-            log_error("poll failed", "error", strerror(errno));
+            log_error("poll failed; final sync, then unmount", "error", strerror(errno));
+            teardown_all(true);
             break;
         }
         if (p[0].revents & POLLIN) {
@@ -445,15 +463,16 @@ int daemon_mount(struct mount_opts *o)
     int sig_fd = signalfd(-1, &set, SFD_CLOEXEC);
     D.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
-    D.n = o->n_stores;
-    D.stores = calloc(D.n, sizeof(*D.stores));
+    D.stores = calloc(o->n_stores, sizeof(*D.stores));
+    if (D.stores)
+        D.n = o->n_stores; /* (the teardown walks D.stores[0..D.n)) */
+    for (size_t i = 0; i < D.n; i++) /* before any failure: the teardown closes them */
+        D.stores[i].lock_fd = D.stores[i].dir_fd = D.stores[i].parent_fd =
+            D.stores[i].fio.fd = -1;
     if (!D.stores || sig_fd < 0 || D.wake_fd < 0) {
         fprintf(stderr, "memstorefs: out of resources\n");
         goto out;
     }
-    for (size_t i = 0; i < D.n; i++) /* before any failure: the teardown closes them */
-        D.stores[i].lock_fd = D.stores[i].dir_fd = D.stores[i].parent_fd =
-            D.stores[i].fio.fd = -1;
     for (size_t i = 0; i < D.n; i++) {
         struct fs_store *s = &D.stores[i];
         s->id = o->stores[i].id;
@@ -496,7 +515,6 @@ int daemon_mount(struct mount_opts *o)
         log_warn("cannot open the control socket; 'memstorefs unmount' will not reach this "
                  "daemon, use SIGTERM", "path", D.ctl_path);
     syncer_start(D.sync);
-    static const char *store_ids[16]; /* the policy's: for the daemon's life */
     size_t n_ids = 0;
     for (size_t i = 0; i < D.n && n_ids < 16; i++)
         store_ids[n_ids++] = D.stores[i].id;
@@ -562,6 +580,13 @@ out:
         close(ready_fd);
     }
 out_cred:
+    if (D.stores) {
+        /* A thread that would not stop (free_all) still uses the stores,
+         * the options' strings and the credential: the process ends here,
+         * before the caller frees them. */
+        fflush(NULL);
+        _exit(status);
+    }
     log_target_close();
     cred_clear(&D.cred);
     return status;

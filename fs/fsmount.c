@@ -180,6 +180,14 @@ static void abort_connection(const struct fs_store *s, dev_t dev)
         close(fd);
 }
 
+static void unlock_store(struct fs_store *s)
+{
+    rt_unlock_store(s->lock_fd, s->lock_file);
+    s->lock_fd = -1;
+    free(s->lock_file);
+    s->lock_file = NULL;
+}
+
 void daemon_teardown_store(struct fs_store *s)
 {
     if (s->se) {
@@ -217,8 +225,8 @@ void daemon_teardown_store(struct fs_store *s)
             usleep(50 * 1000);
         if (s->loop_running && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
             log_warn("files of the store are still open; their connection ends at their next "
-                     "request, or when the daemon exits", "memory_store_id", s->id, "path",
-                     s->mount_path);
+                     "request (ENOTCONN), or when the daemon exits", "memory_store_id", s->id,
+                     "path", s->mount_path);
             s->loop_left = true;
         } else {
             if (s->loop_running)
@@ -237,10 +245,8 @@ void daemon_teardown_store(struct fs_store *s)
     s->dir_fd = s->parent_fd = -1;
     mountdir_remove(s);
     syncer_disable(s->sync, s->sync_idx); /* before the lock goes */
-    rt_unlock_store(s->lock_fd, s->lock_file);
-    s->lock_fd = -1;
-    free(s->lock_file);
-    s->lock_file = NULL;
+    if (!s->loop_left) /* (else once its requests in flight are done: reaped) */
+        unlock_store(s);
     s->gone = true;
 }
 
@@ -260,6 +266,7 @@ size_t daemon_reap_loops(struct fs_store *v, size_t n)
         fuseio_detach(s);
         fuse_session_destroy(s->se);
         s->se = NULL;
+        unlock_store(s);
         log_info("the last files held open in an unmounted store were closed",
                  "memory_store_id", s->id, "path", s->mount_path);
     }

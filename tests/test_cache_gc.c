@@ -578,7 +578,7 @@ Test(cache_gc, removed_files_free_their_content_unless_open)
     set(a, "edited a, not pushed");
     cr_assert_eq(cache_rename(C, root, "a.md.tmp", root, "a.md", 0), 0);
     busy_ino = ino[1];
-    static const char *const stores[] = {ST};
+    const char *stores[] = {ST};
     struct cache_policy p = {.stores = stores, .n_stores = 1};
     struct cache_gc_report rep;
     cr_assert_eq(cache_housekeep(C, &p, busy, NULL, &rep), 0);
@@ -595,4 +595,15 @@ Test(cache_gc, removed_files_free_their_content_unless_open)
     cr_expect(!has("removed but open"));
     cr_assert_eq(cache_getattr(C, ino[1], &n), 0, "the node itself must stay");
     cnode_clear(&n);
+    /* a store taken out of the list (unmounted: another daemon may mount
+     * it now) is left alone */
+    cr_assert_eq(cache_create(C, root, "z.md", false, 1, &n), 0);
+    uint64_t z = n.ino;
+    cnode_clear(&n);
+    set(z, "removed after the unmount");
+    cr_assert_eq(cache_unlink(C, root, "z.md", false, NULL), 0);
+    stores[0] = NULL;
+    cr_assert_eq(cache_housekeep(C, &p, busy, NULL, &rep), 0);
+    cr_expect_eq(rep.unlinked_freed, 0);
+    cr_expect(has("removed after the unmount"));
 }

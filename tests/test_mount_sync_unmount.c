@@ -669,6 +669,6 @@ Test(mount_sync_unmount, sigterm_during_the_setup_stops_it_at_once)
     cr_expect(dt < 10, "SIGTERM took %.1f s to stop the setup", dt);
     cr_expect(!mnt_is_mounted(mnt), "the store was mounted");
     mnt_sh(&E, &out, "sleep 0.2; cat %s/mount.out", E.root);
-    cr_expect(strstr(out, "stopped by SIGTERM during the setup"), "%s", out);
+    cr_expect(out && strstr(out, "stopped by SIGTERM during the setup"), "%s", out);
     free(out);
 }

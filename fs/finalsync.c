@@ -86,10 +86,10 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n)
     if (pthread_create(&t, NULL, final_main, &j) != 0) {
         final_main(&j);
     } else {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
+        struct timespec until; /* monotonic: a step of the wall clock stretches nothing */
+        clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_sec += d->flush_timeout;
-        if (pthread_timedjoin_np(t, NULL, &until) != 0) {
+        if (pthread_clockjoin_np(t, NULL, CLOCK_MONOTONIC, &until) != 0) {
             char secs[32];
             snprintf(secs, sizeof(secs), "%d", d->flush_timeout);
             log_warn("final memory sync cut off at the flush timeout; what it had not pushed "

@@ -520,9 +520,9 @@ void syncer_stop(struct syncer *s)
      * dirty), wait for the thread, then let requests run again. */
     http_client_cancel(s->h, true);
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += 10;
-    if (pthread_timedjoin_np(s->thr, NULL, &until) == 0)
+    if (pthread_clockjoin_np(s->thr, NULL, CLOCK_MONOTONIC, &until) == 0)
         s->running = false;
     else
         log_event(LOG_LVL_WARN, "the sync thread did not stop in time; leaving it", NULL);

@@ -486,13 +486,16 @@ struct rename_args {
     unsigned flags;
 };
 
-/* Would moving directory src to new_path keep every path below it valid? */
+/* Would moving directory src to new_path keep every path below it valid?
+ * A directory counts with room for one file below it ("/x": two bytes and
+ * a segment more), as when it is made (new_path). */
 static int check_subtree(struct cache *c, const char *store, const char *old_path,
                          const char *new_path)
 {
     sqlite3_stmt *st;
-    int rc = db_prepare(c, "SELECT COALESCE(MAX(length(CAST(path AS BLOB))), 0),"
-                           " COALESCE(MAX(length(path) - length(replace(path, '/', ''))), 0)"
+    int rc = db_prepare(c, "SELECT COALESCE(MAX(length(CAST(path AS BLOB)) + 2 * is_dir), 0),"
+                           " COALESCE(MAX(length(path) - length(replace(path, '/', ''))"
+                           " + is_dir), 0)"
                            " FROM nodes WHERE store = ?1 AND unlinked = 0 AND parent IS NOT NULL"
                            " AND substr(path, 1, length(?2) + 1) = ?2 || '/'", &st);
     if (rc)

@@ -322,6 +322,16 @@ Test(cache_write, rename_directory_moves_subtree)
     cr_expect_eq(cache_rename(C, root, "empty", cur, "e", 0), -EINVAL);
     cr_expect_eq(at(root, "/empty/e/c.md", &n), 0, "a refused rename moved something");
     cnode_clear(&n);
+    /* a directory below must keep room for one file: an empty one at 19
+     * segments may not go one deeper (it would hold nothing) */
+    cr_assert_eq(cache_create(C, root, "holder", true, 1, &n), 0);
+    uint64_t h = n.ino;
+    cnode_clear(&n);
+    cr_assert_eq(cache_create(C, h, "w", true, 1, NULL), 0); /* /holder/w: 2 segments */
+    cr_expect_eq(cache_rename(C, root, "holder", cur, "h", 0), -EINVAL,
+                 "/q x18/h/w would be a directory of 20 segments");
+    cr_expect_eq(at(root, "/holder/w", &n), 0);
+    cnode_clear(&n);
 }
 
 Test(cache_write, unlink_and_rmdir)

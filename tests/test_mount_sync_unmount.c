@@ -122,6 +122,31 @@ static bool alive(int pid)
     return !zombie;
 }
 
+/* Polls until pid has exited (a zombie counts), at most seconds. */
+static bool wait_gone(int pid, int seconds)
+{
+    double t0 = now_s();
+    while (alive(pid)) {
+        if (now_s() - t0 >= seconds)
+            return false;
+        usleep(100 * 1000);
+    }
+    return true;
+}
+
+/* The pid of the daemon a mount command started, once its lock names it
+ * (at most 10 s; 0 if none). */
+static pid_t wait_daemon_pid(void)
+{
+    pid_t pid = 0;
+    for (int i = 0; i < 200 && pid <= 1; i++) {
+        pid = mnt_daemon_pid(&E);
+        if (pid <= 1)
+            usleep(50 * 1000);
+    }
+    return pid > 1 ? pid : 0;
+}
+
 Test(mount_sync_unmount, sigterm_runs_the_final_sync)
 {
     sy_mount(false, "");
@@ -130,12 +155,7 @@ Test(mount_sync_unmount, sigterm_runs_the_final_sync)
     cr_assert_gt(pid, 1);
     cr_assert_eq(sy_run(NULL, CHANGE), 0);
     cr_assert_eq(kill(pid, SIGTERM), 0);
-    bool gone = false;
-    for (int i = 0; i < 35 * 10 && !gone; i++) {
-        gone = !alive(pid);
-        if (!gone)
-            usleep(100 * 1000);
-    }
+    bool gone = wait_gone(pid, 35);
     cr_assert(gone, "the daemon did not exit after SIGTERM");
     cr_expect(!mnt_is_mounted(mnt), "still mounted after SIGTERM");
     char *last = NULL;
@@ -165,12 +185,7 @@ Test(mount_sync_unmount, files_still_open_at_sigterm_push_only_what_was_saved)
     cr_assert_geq(fd2, 0);
     cr_assert_eq(write(fd2, "never saved\n", 12), 12);
     cr_assert_eq(kill(pid, SIGTERM), 0);
-    bool gone = false;
-    for (int i = 0; i < 35 * 10 && !gone; i++) {
-        gone = !alive(pid);
-        if (!gone)
-            usleep(100 * 1000);
-    }
+    bool gone = wait_gone(pid, 35);
     close(fd); /* the mount is gone: the errors do not matter */
     close(fd2);
     cr_assert(gone, "the daemon did not exit after SIGTERM");
@@ -259,12 +274,7 @@ Test(mount_sync_unmount, a_reader_s_close_or_fsync_publishes_no_writer_s_open_ed
         free(c);
     }
     cr_assert_eq(kill(pid, SIGTERM), 0);
-    bool gone = false;
-    for (int i = 0; i < 35 * 10 && !gone; i++) {
-        gone = !alive(pid);
-        if (!gone)
-            usleep(100 * 1000);
-    }
+    bool gone = wait_gone(pid, 35);
     cr_assert(gone, "the daemon did not exit after SIGTERM");
     for (int i = 0; i < 2; i++) {
         char tail[32], *c;
@@ -591,12 +601,7 @@ Test(mount_sync_unmount, open_files_that_cannot_be_cut_off_hold_up_no_exit)
     const char *const name[] = {"held.md"};
     hold_open(name, 1, "held\n");
     cr_assert_eq(kill(pid, SIGTERM), 0);
-    bool gone = false;
-    for (int i = 0; i < 40 * 10 && !gone; i++) {
-        gone = !alive(pid);
-        if (!gone)
-            usleep(100 * 1000);
-    }
+    bool gone = wait_gone(pid, 40);
     cr_assert(gone, "the daemon did not exit after SIGTERM with a file held open");
     cr_expect(!mnt_is_mounted(mnt_b), "the other store is still mounted");
     free(store_b);
@@ -616,19 +621,9 @@ Test(mount_sync_unmount, a_mount_command_killed_during_its_setup_leaves_nothing_
     cr_assert_eq(rc, 137, "the mount was not killed in its setup: %d %s", rc, out);
     free(out);
     /* Its daemon ends its setup, then sees that nobody waits for it. */
-    pid_t pid = 0;
-    for (int i = 0; i < 200 && pid <= 1; i++) {
-        pid = mnt_daemon_pid(&E);
-        if (pid <= 1)
-            usleep(50 * 1000);
-    }
+    pid_t pid = wait_daemon_pid();
     cr_assert_gt(pid, 1, "no daemon was started");
-    bool gone = false;
-    for (int i = 0; i < 30 * 10 && !gone; i++) {
-        gone = !alive(pid);
-        if (!gone)
-            usleep(100 * 1000);
-    }
+    bool gone = wait_gone(pid, 30);
     cr_expect(gone, "the daemon of a killed mount command is still running");
     cr_expect(!mnt_is_mounted(mnt), "the store was mounted for a mount command that was killed");
     cr_expect_gt(sy_log_count("the mount command ended before", NULL), 0,
@@ -648,22 +643,12 @@ Test(mount_sync_unmount, sigterm_during_the_setup_stops_it_at_once)
                     E.root);
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
-    pid_t pid = 0;
-    for (int i = 0; i < 200 && pid <= 1; i++) {
-        pid = mnt_daemon_pid(&E);
-        if (pid <= 1)
-            usleep(50 * 1000);
-    }
+    pid_t pid = wait_daemon_pid();
     cr_assert_gt(pid, 1, "no daemon was started");
     usleep(300 * 1000); /* in its first request */
     double t0 = now_s();
     cr_assert_eq(kill(pid, SIGTERM), 0);
-    bool gone = false;
-    while (!gone && now_s() - t0 < 30) {
-        gone = !alive(pid);
-        if (!gone)
-            usleep(100 * 1000);
-    }
+    bool gone = wait_gone(pid, 30);
     double dt = now_s() - t0;
     cr_assert(gone, "the daemon did not exit after SIGTERM");
     cr_expect(dt < 10, "SIGTERM took %.1f s to stop the setup", dt);

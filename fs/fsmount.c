@@ -180,6 +180,18 @@ static void abort_connection(const struct fs_store *s, dev_t dev)
         close(fd);
 }
 
+/* The loop thread has ended (or never ran): joined, its descriptor and
+ * the session go. */
+static void end_session(struct fs_store *s)
+{
+    if (s->loop_running)
+        pthread_join(s->loop, NULL);
+    s->loop_running = s->loop_left = false;
+    fuseio_detach(s);
+    fuse_session_destroy(s->se);
+    s->se = NULL;
+}
+
 static void unlock_store(struct fs_store *s)
 {
     rt_unlock_store(s->lock_fd, s->lock_file);
@@ -229,12 +241,7 @@ void daemon_teardown_store(struct fs_store *s)
                      "path", s->mount_path);
             s->loop_left = true;
         } else {
-            if (s->loop_running)
-                pthread_join(s->loop, NULL);
-            s->loop_running = false;
-            fuseio_detach(s);
-            fuse_session_destroy(s->se);
-            s->se = NULL;
+            end_session(s);
         }
         log_info("unmounted memory store", "memory_store_id", s->id, "path", s->mount_path);
     }
@@ -261,11 +268,7 @@ size_t daemon_reap_loops(struct fs_store *v, size_t n)
             left++;
             continue;
         }
-        pthread_join(s->loop, NULL);
-        s->loop_running = s->loop_left = false;
-        fuseio_detach(s);
-        fuse_session_destroy(s->se);
-        s->se = NULL;
+        end_session(s);
         unlock_store(s);
         log_info("the last files held open in an unmounted store were closed",
                  "memory_store_id", s->id, "path", s->mount_path);

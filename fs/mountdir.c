@@ -112,6 +112,13 @@ static int hides_own_files(const struct mount_opts *o, const struct session_stor
 
 int mountdir_check(const struct mount_opts *o)
 {
+    /* The cache directory is a line of every store's lock file too, and a
+     * name cut to fit it would point other commands at another directory. */
+    if (o->cache_dir && (has_control(o->cache_dir) || strlen(o->cache_dir) >= PATH_MAX)) {
+        fprintf(stderr, "memstorefs: the cache directory's path holds a control character or "
+                        "is longer than %d bytes: \"%.200s\"\n", PATH_MAX - 1, o->cache_dir);
+        return -EINVAL;
+    }
     for (size_t i = 0; i < o->n_stores; i++) {
         const struct session_store *s = &o->stores[i];
         if (!clean_absolute(s->mount_path) || has_control(s->mount_path)) {

@@ -85,6 +85,23 @@ Test(mount_lifecycle, unclean_paths_are_refused)
     expect_nothing_left();
 }
 
+/* The cache directory is written into each store's lock file, one line a
+ * field: a line break in it would add a forged mount_path or created
+ * line, which the dead-mount cleanup acts on. */
+Test(mount_lifecycle, a_cache_dir_with_a_line_break_is_refused)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/nl' --cache-dir \"$CACHE/x\n"
+                              "created=/tmp\"", store, E.mnt);
+    cr_expect_neq(rc, 0, "a cache directory with a line break was accepted");
+    cr_expect(strstr(out, "the cache directory's path holds a control character"), "%s", out);
+    free(out);
+    mnt_sh(&E, &out, "test -e %s/nl && echo mounted; ls -d \"$CACHE\"/x* 2>/dev/null", E.mnt);
+    cr_expect_str_eq(out, "", "the mount or its cache directory was made: %s", out);
+    free(out);
+    expect_nothing_left();
+}
+
 Test(mount_lifecycle, missing_credential_is_refused)
 {
     char *out = NULL;

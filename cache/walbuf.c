@@ -34,6 +34,11 @@
  *     checkpoint that had copied its pages left a database recovery
  *     could not match.  The log's own header (offset 0: a log started
  *     over) begins a new range;
+ *   - what is still gathered when the write transaction ends (the
+ *     database's WAL write lock given up) was written early by a
+ *     transaction that then rolled back: it is dropped, never written,
+ *     since the next writer (another process sharing the cache too)
+ *     puts its own frames at those offsets;
  *   - past WB_MAX bytes (a large transaction) the buffer is written out;
  *     it goes out in pieces of WB_CHUNK (the default VFS takes less than
  *     128 KiB a write): a commit of a 100 KiB file is two calls, not 60.
@@ -65,6 +70,8 @@ struct wb_file {
     size_t len, cap;
     sqlite3_int64 off;   /* file offset of buf[0] */
     sqlite3_int64 hi;    /* the end of the highest write so far */
+    struct wb_file *log; /* a database: its WAL file, while open */
+    struct wb_file *db;  /* a WAL file: its database's file */
 };
 
 static sqlite3_vfs *base_vfs;
@@ -97,6 +104,10 @@ static int wb_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 of
         return f->real->pMethods->xWrite(f->real, data, amt, ofst);
     __atomic_add_fetch(&wb_writes, 1, __ATOMIC_RELAXED);
     int rc;
+    const unsigned char *d = data;
+    /* A frame header whose "database size" field is non-zero opens the
+     * commit frame; the write after it (the page) completes the commit. */
+    bool commit_hdr = amt == FRAME_HDR && ofst >= WAL_HDR && (d[4] | d[5] | d[6] | d[7]) != 0;
     if (ofst == 0)
         f->hi = 0; /* the log starts over */
     if (f->len && ofst != f->off + (sqlite3_int64)f->len && (rc = flush(f)) != SQLITE_OK)
@@ -115,10 +126,14 @@ static int wb_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 of
             cap *= 2;
         unsigned char *nb = realloc(f->buf, cap);
         if (!nb) {
-            /* No room to gather: what is gathered, then this, directly. */
+            /* No room to gather: what is gathered, then this, directly;
+             * a commit's header so written still makes its page, which
+             * then starts the buffer, go out at once. */
             if ((rc = flush(f)) != SQLITE_OK)
                 return rc;
-            return f->real->pMethods->xWrite(f->real, data, amt, ofst);
+            rc = f->real->pMethods->xWrite(f->real, data, amt, ofst);
+            f->commit_hdr = rc == SQLITE_OK && commit_hdr;
+            return rc;
         }
         f->buf = nb;
         f->cap = cap;
@@ -128,10 +143,7 @@ static int wb_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 of
     bool ends_commit = f->commit_hdr;
     memcpy(f->buf + f->len, data, (size_t)amt);
     f->len += (size_t)amt;
-    /* A frame header whose "database size" field is non-zero opens the
-     * commit frame; the write after it (the page) completes the commit. */
-    const unsigned char *d = data;
-    f->commit_hdr = amt == FRAME_HDR && ofst >= WAL_HDR && (d[4] | d[5] | d[6] | d[7]) != 0;
+    f->commit_hdr = commit_hdr;
     if (ends_commit || f->len >= WB_MAX)
         return flush(f);
     return SQLITE_OK;
@@ -151,6 +163,10 @@ static int wb_close(sqlite3_file *p)
 {
     struct wb_file *f = F(p);
     int rc = f->wal ? flush(f) : SQLITE_OK;
+    if (f->db && f->db->log == f)
+        f->db->log = NULL;
+    if (f->log)
+        f->log->db = NULL;
     int crc = f->real->pMethods->xClose(f->real);
     free(f->buf);
     f->buf = NULL;
@@ -231,8 +247,28 @@ static int wb_shm_map(sqlite3_file *p, int pg, int pgsz, int extend, void volati
                                       : SQLITE_IOERR_SHMMAP;
 }
 
+/* The database's WAL write lock (SQLite's WAL_WRITE_LOCK, the first of
+ * its shared-memory locks), given up: a write transaction has ended.  A
+ * commit's frames went out with its commit frame, so whatever is still
+ * gathered belongs to a transaction that was rolled back after writing
+ * frames early (one larger than the page cache).  It is dropped: those
+ * offsets are free for the next writer, another process's as well, and
+ * written out later they would land over its committed frames. */
+static void drop_uncommitted(struct wb_file *db, int offset, int n, int flags)
+{
+    struct wb_file *log = db->log;
+    if (!log || !log->len || !(flags & SQLITE_SHM_UNLOCK) || !(flags & SQLITE_SHM_EXCLUSIVE) ||
+        offset > 0 || offset + n <= 0)
+        return;
+    if (log->hi > log->off)
+        log->hi = log->off;
+    log->len = 0;
+    log->commit_hdr = false;
+}
+
 static int wb_shm_lock(sqlite3_file *p, int offset, int n, int flags)
 {
+    drop_uncommitted(F(p), offset, n, flags);
     sqlite3_file *r = F(p)->real;
     return r->pMethods->iVersion >= 2 ? r->pMethods->xShmLock(r, offset, n, flags)
                                       : SQLITE_IOERR_SHMLOCK;
@@ -306,6 +342,14 @@ static int wb_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, int f
     }
     f->wal = (flags & SQLITE_OPEN_WAL) != 0;
     f->base.pMethods = &wb_methods;
+    if (f->wal) {
+        /* Its database, opened through this VFS too: told of its log. */
+        sqlite3_file *db = sqlite3_database_file_object(name);
+        if (db && db->pMethods == &wb_methods) {
+            f->db = F(db);
+            F(db)->log = f;
+        }
+    }
     return SQLITE_OK;
 }
 

@@ -175,3 +175,70 @@ Test(cache_wal, a_commit_that_rewrote_its_own_frames_is_on_disk_when_it_returns)
     sqlite3_close(r);
     sqlite3_close(h);
 }
+
+/* Runs sql on h and fails the test with SQLite's message. */
+static void exec_ok(sqlite3 *h, const char *sql)
+{
+    cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s: %s", sql,
+                 sqlite3_errmsg(h));
+}
+
+/* A transaction larger than the page cache writes frames to the log before
+ * its commit; rolled back, those frames are nobody's, and another
+ * connection (another daemon sharing the cache directory) commits its own
+ * at the same offsets.  Before the fix the rolled-back frames stayed in the
+ * buffer and went out at the first connection's next use of the log, over
+ * the other's committed frames: their rows read wrong, and a checkpoint
+ * would have copied the wrong pages into the database. */
+Test(cache_wal, frames_of_a_rolled_back_transaction_never_reach_the_log)
+{
+    char db[128];
+    snprintf(db, sizeof(db), "%s/shared.db", dir);
+    sqlite3 *a = NULL, *b = NULL, *r = NULL;
+    cr_assert_eq(sqlite3_open_v2(db, &a, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, db_vfs()),
+                 SQLITE_OK);
+    exec_ok(a, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; PRAGMA cache_size=10;"
+               "CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);"
+               "PRAGMA wal_checkpoint(TRUNCATE);");
+    /* Spills, then is given up (its undo reads nothing from the log: the
+     * pages it had are all in the database file). */
+    exec_ok(a, "BEGIN;"
+               "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300)"
+               " INSERT INTO t SELECT i, randomblob(1500) FROM n;"
+               "ROLLBACK;");
+    /* The other connection, with SQLite's own VFS, commits over the same
+     * stretch of the log. */
+    cr_assert_eq(sqlite3_open_v2(db, &b, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    exec_ok(b, "PRAGMA wal_autocheckpoint=0;"
+               "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)"
+               " INSERT INTO t SELECT i, zeroblob(1000 + i) FROM n;");
+    /* The first connection reads the log again. */
+    sqlite3_stmt *st = NULL;
+    cr_assert_eq(sqlite3_prepare_v2(a, "SELECT count(*) FROM t", -1, &st, NULL), SQLITE_OK);
+    (void)sqlite3_step(st);
+    sqlite3_finalize(st);
+    /* A third connection reads what the disk holds. */
+    cr_assert_eq(sqlite3_open_v2(db, &r, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    long long n = -1, bytes = -1;
+    int rc = sqlite3_prepare_v2(r, "SELECT count(*), sum(length(v)) FROM t"
+                                   " WHERE v = zeroblob(1000 + k)", -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        n = sqlite3_column_int64(st, 0);
+        bytes = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    cr_expect(rc == SQLITE_ROW, "the other connection's commit cannot be read: %s",
+              sqlite3_errmsg(r));
+    cr_expect_eq(n, 200, "rows of the other connection's commit read back: %lld", n);
+    cr_expect_eq(bytes, 200LL * 1000 + 200LL * 201 / 2, "bytes: %lld", bytes);
+    char *ok = NULL;
+    if (sqlite3_prepare_v2(r, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        ok = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    cr_expect(ok && strcmp(ok, "ok") == 0, "integrity_check: %s", ok ? ok : sqlite3_errmsg(r));
+    free(ok);
+    sqlite3_close(r);
+    sqlite3_close(b);
+    sqlite3_close(a);
+}

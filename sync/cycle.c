@@ -320,6 +320,24 @@ static int find_remote(struct cycle *cy, struct api_list *list, struct cache_rem
     return rc;
 }
 
+/* What is left unpushed after a round, into rep: part of the answer on
+ * every path (a round with nothing to do still leaves a file a writer
+ * holds open, or one the server refused). */
+static int count_left(struct syncer *s, const struct sstore *st, struct syncer_report *rep)
+{
+    struct cache_store_stats after;
+    int rc = cache_store_pending(s->c, st->id, &after);
+    if (rc)
+        return rc;
+    /* Deletions this process may not send (log_only, disabled, the
+     * deletion's own mode) are kept, not pending. */
+    uint64_t kept = cycle_mode(s) == REC_DEL_ENABLED ? after.kept_deletions : after.tombstones;
+    rep->pending = (unsigned)(after.dirty + after.tombstones - kept);
+    rep->kept_deletions = (unsigned)kept;
+    rep->unsaved = (unsigned)after.unsaved;
+    return 0;
+}
+
 int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
               struct syncer_report *own)
 {
@@ -350,6 +368,8 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
         feed_commit(st, &fr);
         if (st->content_missing && !final) /* not at the final sync: below */
             engine_prefetch(s, idx, ENGINE_FETCH_SLICE);
+        if ((rc = count_left(s, st, &cy.rep)) != 0)
+            goto fail;
         snprintf(why, whylen, "ok");
         goto out;
     }
@@ -419,17 +439,10 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
     if (!final)
         engine_prefetch(s, idx, ENGINE_FETCH_SLICE);
 
-    struct cache_store_stats after;
     /* What is left is part of the answer: not known, the sync fails
      * (a report of "pending 0" would say everything was pushed). */
-    if ((rc = cache_store_pending(s->c, st->id, &after)) != 0)
+    if ((rc = count_left(s, st, &cy.rep)) != 0)
         goto fail;
-    /* Deletions this process may not send (log_only, disabled, the
-     * deletion's own mode) are kept, not pending. */
-    uint64_t kept = cycle_mode(s) == REC_DEL_ENABLED ? after.kept_deletions : after.tombstones;
-    cy.rep.pending = (unsigned)(after.dirty + after.tombstones - kept);
-    cy.rep.kept_deletions = (unsigned)kept;
-    cy.rep.unsaved = (unsigned)after.unsaved;
     snprintf(why, whylen, "ok");
     goto out;
 fail:

@@ -308,3 +308,28 @@ Test(mount_sync_open, an_open_o_creat_of_a_name_the_sync_brings_opens_it)
                  o.eexist + o.ok + o.other);
     cr_expect_eq(o.other, 0, "%d opens failed otherwise: %s", o.other, strerror(o.last_errno));
 }
+
+/* A file closed by one writer while another still holds it open is held:
+ * no periodic sync pushes it.  `sync --wait` says so (exit 3, the file
+ * named) whether or not the round found anything else to do.  Before the
+ * fix a round with nothing to do answered "pending 0" and exit 0. */
+Test(mount_sync_open, sync_wait_names_a_file_another_writer_holds_open)
+{
+    sy_after_sync();
+    char *out = NULL;
+    int rc = sy_run(&out, "exec 3>>f.md; echo more >> f.md; $MFS sync --wait . 2>&1;"
+                          " echo \"rc=$?\"; exec 3>&-");
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "rc=3"), "sync --wait did not say the held file is unpushed: %s", out);
+    cr_expect(strstr(out, "pending 1"), "%s", out);
+    cr_expect(strstr(out, "f.md"), "the held file is not named: %s", out);
+    free(out);
+    /* Its last writer gone, the next sync pushes it. */
+    rc = sy_run(&out, "$MFS sync --wait . 2>&1");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    const char *const want[] = {"/f.md", "v1\nmore\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "f.md was not pushed: %s", last);
+    free(last);
+}

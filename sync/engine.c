@@ -152,7 +152,7 @@ static int timed_cycle(struct syncer *s, int idx, bool final, char *why, size_t 
                        struct syncer_report *own)
 {
     set_running(s, &s->v[idx], true);
-    http_thread_cancel(&s->v[idx].cancel);
+    http_thread_cancel(final ? &s->v[idx].final_cancel : &s->v[idx].cancel);
     int rc = cycle_run(s, idx, final, why, whylen, own);
     http_thread_cancel(NULL);
     set_running(s, &s->v[idx], false);
@@ -423,7 +423,14 @@ int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct sync
         whylen = sizeof(local_why);
     }
     struct syncer_report own = {0};
+    /* The store's other rounds give way: their requests end (nothing is
+     * lost: what they did not push stays dirty, what they did not
+     * download is downloaded later), and the sync thread takes up no new
+     * round of the store, so that the unmount's sync does not wait for a
+     * cold mount's download to end. */
+    __atomic_or_fetch(&s->v[idx].cancel, CANCEL_FINAL, __ATOMIC_SEQ_CST);
     int rc = timed_cycle(s, idx, true, why, whylen, &own);
+    __atomic_and_fetch(&s->v[idx].cancel, ~CANCEL_FINAL, __ATOMIC_SEQ_CST);
     if (rep)
         *rep = own;
     return rc;
@@ -431,7 +438,19 @@ int syncer_sync(struct syncer *s, int idx, char *why, size_t whylen, struct sync
 
 void syncer_cancel(struct syncer *s, int idx, bool on)
 {
-    __atomic_store_n(&s->v[idx].cancel, on ? 1 : 0, __ATOMIC_SEQ_CST);
+    struct sstore *st = &s->v[idx];
+    if (on)
+        __atomic_or_fetch(&st->cancel, CANCEL_OFF, __ATOMIC_SEQ_CST);
+    else
+        __atomic_and_fetch(&st->cancel, ~CANCEL_OFF, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&st->final_cancel, on ? 1 : 0, __ATOMIC_SEQ_CST);
+}
+
+/* A final sync waits for (or runs on) store idx: no round of the sync
+ * thread takes it up meanwhile. */
+static bool gives_way(struct syncer *s, int idx)
+{
+    return __atomic_load_n(&s->v[idx].cancel, __ATOMIC_SEQ_CST) & CANCEL_FINAL;
 }
 
 bool syncer_backlog(struct syncer *s, int idx)
@@ -449,22 +468,24 @@ void syncer_last_report(struct syncer *s, int idx, struct syncer_report *rep)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Content first (reads are waiting for it), a slice of each store in turn
- * so that a big store does not keep the others' files waiting. */
+/* Content first (reads are waiting for it), a slice of each store; the
+ * rest comes with the rounds that follow at once (cycle_run prefetches a
+ * slice each, and a backlog makes the next round start without waiting),
+ * so that edits are pushed and remote changes read between slices while
+ * a big store comes down. */
 static void prefetch_all(struct syncer *s)
 {
-    bool more = true;
-    while (more && !stopping(s)) {
-        more = false;
-        for (size_t i = 0; i < s->n; i++) {
-            struct sstore *st = &s->v[i];
-            pthread_mutex_lock(&st->cycle_lock);
-            st->backlog = false;
-            if (!st->disabled)
-                engine_prefetch(s, (int)i, ENGINE_FETCH_SLICE);
-            more |= st->backlog;
-            pthread_mutex_unlock(&st->cycle_lock);
+    for (size_t i = 0; i < s->n && !stopping(s); i++) {
+        struct sstore *st = &s->v[i];
+        if (gives_way(s, (int)i))
+            continue;
+        pthread_mutex_lock(&st->cycle_lock);
+        if (!st->disabled) {
+            http_thread_cancel(&st->cancel);
+            engine_prefetch(s, (int)i, ENGINE_FETCH_SLICE);
+            http_thread_cancel(NULL);
         }
+        pthread_mutex_unlock(&st->cycle_lock);
     }
 }
 
@@ -483,9 +504,13 @@ static void *run(void *arg)
             for (size_t i = 0; i < s->n; i++) {
                 if (stopping(s))
                     return NULL;
+                if (gives_way(s, (int)i))
+                    continue; /* its final sync runs; then it is unmounted */
                 char why[512];
                 int rc = timed_cycle(s, (int)i, false, why, sizeof(why), NULL);
-                if (rc && rc != -ESHUTDOWN) /* ESHUTDOWN: unmounted, nothing to do */
+                /* ESHUTDOWN: unmounted, nothing to do; a round cut short
+                 * for a final sync failed at nothing. */
+                if (rc && rc != -ESHUTDOWN && !(rc == -ECANCELED && gives_way(s, (int)i)))
                     log_warn("memory sync failed", "memory_store_id", s->v[i].id, "error",
                              why);
                 more |= !rc && s->v[i].backlog;

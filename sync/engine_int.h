@@ -59,7 +59,11 @@ struct sstore {
     uint64_t *said;      /* hashes of standing messages already logged */
     size_t n_said;
     bool disabled;       /* unmounted: never synced again (under cycle_lock) */
-    volatile int cancel; /* syncer_cancel: this store's syncs end their requests */
+    /* Non-zero: the requests of this store's rounds (periodic, prefetch,
+     * sync --wait) end at once; CANCEL_OFF is syncer_cancel's bit,
+     * CANCEL_FINAL says a final sync waits for the store (syncer_sync). */
+    volatile int cancel;
+    volatile int final_cancel; /* syncer_cancel: the final sync's requests end */
     bool progress;       /* syncer_refresh: report the listing's pages */
     struct feed feed;    /* the version feed (feed.c) */
     size_t known;        /* memories in the last listing or view */
@@ -134,6 +138,8 @@ int engine_keep_fetched(struct syncer *s, const struct api_memory *m, const char
  * turn: files pushed (content-only writes) and files downloaded. */
 #define ENGINE_PUSH_SLICE 128
 #define ENGINE_FETCH_SLICE 256
+#define CANCEL_OFF 1   /* sstore.cancel: syncer_cancel */
+#define CANCEL_FINAL 2 /* sstore.cancel: a final sync waits for the store */
 struct api_list;
 /* Lists the store into r[0..n) sorted by path; r points into list (free
  * r, then api_list_free(list)).  The server is not trusted: the marker path

@@ -185,7 +185,8 @@ int engine_prefetch(struct syncer *s, int idx, size_t max)
     if (n > room)
         n = room;
     size_t singles = 0;
-    for (size_t off = 0; off < n && !stopping(s); off += PREFETCH_BATCH) {
+    bool cancelled = false; /* the store's rounds give way (a final sync) */
+    for (size_t off = 0; off < n && !cancelled && !stopping(s); off += PREFETCH_BATCH) {
         size_t m = n - off < PREFETCH_BATCH ? n - off : PREFETCH_BATCH;
         struct api_fetch f[PREFETCH_BATCH];
         memset(f, 0, sizeof(f));
@@ -198,6 +199,8 @@ int engine_prefetch(struct syncer *s, int idx, size_t max)
                 r = engine_keep_fetched(s, &f[i].mem, miss[off + i].sha);
             if (!r) {
                 singles++;
+            } else if (r == -ECANCELED) {
+                cancelled = true; /* no fault of the memory's: fetched later */
             } else if (r != -ENOENT && r != -ESTALE) {
                 failed++;
                 /* Each memory said once per mount with its reason: the
@@ -222,7 +225,7 @@ int engine_prefetch(struct syncer *s, int idx, size_t max)
     /* Failures are retried after the next sync; what the slice left, in
      * the next round (st->backlog). */
     bool left = singles + failed < all;
-    st->content_missing = failed > 0 || left;
+    st->content_missing = failed > 0 || left || cancelled;
     if (fetched && left)
         st->backlog = true;
     if (fetched) {

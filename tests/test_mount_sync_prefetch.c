@@ -143,3 +143,59 @@ Test(mount_sync_prefetch, the_unmount_downloads_no_content)
     cr_expect_eq(t_route_count(&E.msd, FETCH_ROUTE), 0, "the unmount downloaded content");
     cr_expect_eq(t_route_count(&E.msd, LIST_ROUTE), 0, "the unmount listed pages of content");
 }
+
+/* Every page of content takes 4 s: the cold mount's download lasts about
+ * 20 s (five pages in a row for each directory). */
+static void slow_pages(void)
+{
+    sy_fault("{\"action\":\"latency\",\"latency_ms\":4000,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memories\",\"query\":\"view=full\"}");
+}
+
+/* Whether status shows content still missing (the download not over). */
+static bool content_missing(void)
+{
+    char *out = NULL;
+    sy_run(&out, "$MFS status --json");
+    bool missing = out && strstr(out, "\"content_missing\":") &&
+                   !strstr(out, "\"content_missing\":0,");
+    free(out);
+    return missing;
+}
+
+/* Polls the server for path's content, at most seconds. */
+static bool server_has(const char *path, const char *want, int seconds)
+{
+    for (int i = 0; i < seconds * 10; i++) {
+        char *c = sy_content(path);
+        bool ok = c && strcmp(c, want) == 0;
+        free(c);
+        if (ok)
+            return true;
+        usleep(100 * 1000);
+    }
+    return false;
+}
+
+/* `memstorefs unmount` during a cold mount's download: its final sync takes the
+ * store at once (the download's requests end; nothing of it is needed by
+ * a mount going away).  Before the fix it waited for the store's lock
+ * until the flush timeout, then ran with its own requests cancelled: the
+ * edit stayed unpushed. */
+Test(mount_sync_prefetch, the_unmount_pushes_while_a_cold_mount_downloads)
+{
+    slow_pages();
+    sy_mount(false, "--sync-interval 3600 --flush-timeout 10");
+    cr_assert_eq(sy_run(NULL, "echo late > late.md"), 0);
+    cr_assert(content_missing(), "the download was over: the test proves nothing");
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "timeout 60 $MFS unmount %s", mnt);
+    cr_expect_eq(rc, 0, "unmount failed (%d): %s", rc, out);
+    cr_expect_null(strstr(out, "not pushed"), "%s", out);
+    free(out);
+    sy_clear_faults(); /* the checks below read the server */
+    cr_expect(server_has("/late.md", "late\n", 1), "the edit was not pushed by the unmount");
+    cr_expect_eq(sy_log_count("memory sync failed", NULL), 0, "a round cut short was logged");
+    cr_expect_eq(sy_log_count("failed to fetch memory content", NULL), 0,
+                 "a download cut short was logged");
+}

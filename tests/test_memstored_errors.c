@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "msd.h"
+#include "rules.h"
 
 static struct msd srv;
 static char *store, *mem;
@@ -106,6 +107,16 @@ static const struct bad bad_rows[] = {
     {"raw NUL in body", "POST", 0, "{\"path\":\"/x\",\"content\":\"a\0b\"}", 29, 400,
      "invalid_request_error"},
     {"raw 0xff in path", "POST", 0, "{\"path\":\"/x\xff\",\"content\":\"y\"}", 0, 400,
+     "invalid_request_error"},
+    {"raw line break in content", "POST", 0, "{\"path\":\"/x\",\"content\":\"a\nb\"}", 0, 400,
+     "invalid_request_error"},
+    {"raw tab in path", "POST", 0, "{\"path\":\"/x\ty\",\"content\":\"y\"}", 0, 400,
+     "invalid_request_error"},
+    {"byte-order mark", "POST", 0, "\xef\xbb\xbf{\"path\":\"/x\",\"content\":\"y\"}", 0, 400,
+     "invalid_request_error"},
+    {"form feed as whitespace", "POST", 0, "{\"path\":\"/x\",\f\"content\":\"y\"}", 0, 400,
+     "invalid_request_error"},
+    {"update: raw control character", "POST", 1, "{\"content\":\"a\x01\"}", 0, 400,
      "invalid_request_error"},
     {"update: content as number", "POST", 1, "{\"content\":5}", 0, 400, "invalid_request_error"},
     {"update: path as bool", "POST", 1, "{\"path\":true}", 0, 400, "invalid_request_error"},
@@ -283,6 +294,22 @@ Test(errors, oversize_content_is_413)
     }
     free(mb);
     free(big);
+}
+
+/* An error message quotes what it names cut by bytes (an id to 80): a
+ * character cut in two is not left in the body, which must be UTF-8 (a
+ * JSON document).  Before the fix the 404 ended in a lone 0xc3. */
+Test(errors, a_message_that_cuts_what_it_quotes_stays_utf8)
+{
+    char id[128];
+    snprintf(id, sizeof id, "memstore_%070d%s", 0, "%C3%A9%C3%A9"); /* the cut at 80 */
+    struct tresp r;
+    t_req(&srv, "GET", NULL, &r, "/v1/memory_stores/%s", id);
+    cr_expect_eq(r.status, 404, "%ld: %s", r.status, r.body ?: "");
+    cr_expect(r.body && rules_utf8_valid(r.body, strlen(r.body)), "the body is not UTF-8: %s",
+              r.body ?: "");
+    cr_expect(t_check_error(&r, 404, "not_found_error") == NULL, "%s", r.body ?: "");
+    tresp_free(&r);
 }
 
 Test(errors, unknown_ids_and_routes)

@@ -103,6 +103,24 @@ static cJSON *envelope(struct reply *rp, const char *type, const char *msg, cJSO
     return e;
 }
 
+/* Replaces each byte of msg that does not begin a whole UTF-8 character
+ * with '?': a message cuts what it quotes by bytes (an id, a path), which
+ * may split a character, and an error body is JSON, UTF-8 throughout. */
+static void scrub_utf8(char *msg)
+{
+    size_t n = strlen(msg);
+    for (size_t i = 0; i < n;) {
+        unsigned char ch = (unsigned char)msg[i];
+        size_t k = ch < 0x80 ? 1 : ch >= 0xc2 && ch <= 0xdf ? 2 : ch >= 0xe0 && ch <= 0xef ? 3
+                 : ch >= 0xf0 && ch <= 0xf4 ? 4 : 0;
+        if (k == 1 || (k && i + k <= n && rules_utf8_valid(msg + i, k))) {
+            i += k;
+            continue;
+        }
+        msg[i++] = '?';
+    }
+}
+
 static void verror(struct reply *rp, unsigned status, const char *type, const char *fmt,
                    va_list ap) __attribute__((format(printf, 4, 0)));
 static void verror(struct reply *rp, unsigned status, const char *type, const char *fmt,
@@ -110,6 +128,7 @@ static void verror(struct reply *rp, unsigned status, const char *type, const ch
 {
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
+    scrub_utf8(msg);
     cJSON *root;
     envelope(rp, type ? type : reply_error_type(status), msg, &root);
     reply_json(rp, status, root);
@@ -175,6 +194,33 @@ static bool escapes_nul(const char *s, size_t n)
     return false;
 }
 
+/* What JSON (RFC 8259) refuses and cJSON lets through, or NULL: a raw
+ * control character inside a string (it must be escaped), a byte outside
+ * strings that is neither JSON's whitespace nor printable ASCII (a
+ * byte-order mark, a form feed).  A client that sends them would be
+ * refused by the real service. */
+static const char *not_strict_json(const char *s, size_t n)
+{
+    bool in_string = false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (in_string) {
+            if (ch < 0x20)
+                return "a string holds a control character that is not escaped";
+            if (ch == '\\')
+                i++; /* the escaped character, whatever it is */
+            else if (ch == '"')
+                in_string = false;
+        } else if (ch == '"') {
+            in_string = true;
+        } else if ((ch < 0x20 && ch != ' ' && ch != '\t' && ch != '\r' && ch != '\n') ||
+                   ch >= 0x7f) {
+            return "a byte outside the strings is not JSON";
+        }
+    }
+    return NULL;
+}
+
 int body_object(const struct req *rq, struct reply *rp, bool allow_empty, cJSON **out)
 {
     *out = NULL;
@@ -205,6 +251,11 @@ int body_object(const struct req *rq, struct reply *rp, bool allow_empty, cJSON 
     }
     if (escapes_nul(s, n)) {
         reply_invalid(rp, "strings must not contain NUL characters (\\u0000)");
+        return -EINVAL;
+    }
+    const char *strict = not_strict_json(s, n);
+    if (strict) {
+        reply_invalid(rp, "the request body is not valid JSON: %s", strict);
         return -EINVAL;
     }
     const char *end = NULL;

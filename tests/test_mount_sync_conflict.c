@@ -106,7 +106,7 @@ Test(mount_sync_conflict, an_edit_still_open_loses_to_a_remote_change)
     int fd = open(path, O_WRONLY | O_TRUNC);
     cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, "open edit\n", 10), 10);
-    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote while open\n\"}"), 200);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote while open\\n\"}"), 200);
     sy_after_sync(); /* a sync sees the remote change while the file is open */
     cr_assert_eq(close(fd), 0);
 

@@ -22,7 +22,10 @@
  * are already the cache's baseline (the daemon's own pushes coming back)
  * are dropped without a download.  The overlap and the ids seen let writes
  * that share a millisecond, or are stamped earlier than a version already
- * read (arriving late), be picked up exactly once.
+ * read (arriving late), be picked up exactly once; the state of such a
+ * memory (its run holds two versions of one millisecond, or an unseen
+ * version behind one seen) is not taken from the order of the run, which
+ * is the server's clock's, but asked for (the memory is retrieved).
  *
  * The feed is not trusted beyond what it can settle: no watermark yet (a
  * full listing sets it, reading the feed's head first so nothing written
@@ -151,7 +154,8 @@ static bool already_known(struct syncer *s, struct sstore *st, const char *id, c
     return same;
 }
 
-/* The memories whose newest version was redacted: asked for directly. */
+/* The memories whose newest version was redacted, or whose state the order
+ * of their versions cannot tell: asked for directly. */
 static int settle_redacted(struct syncer *s, struct sstore *st, struct feed_read *fr,
                            char **ids, size_t n)
 {
@@ -249,7 +253,22 @@ int feed_read(struct syncer *s, struct sstore *st, size_t memories, struct feed_
                 rc = add_gone(fr, x->memory_id);
             continue;
         }
-        if (was_seen(fd, x->id))
+        /* Newest first is the server's clock's order: versions stamped in
+         * one millisecond may come in any order, and a version committed
+         * late (stamped before one already read) comes after it.  Either
+         * way the run's first is not known to be the memory's state: the
+         * memory is retrieved, as for a redacted version. */
+        bool first_seen = was_seen(fd, x->id), unsure = false;
+        for (size_t q = k + 1; q < v.n && strcmp(v.items[ix[q]].memory_id, x->memory_id) == 0;
+             q++) {
+            const struct api_version *y = &v.items[ix[q]];
+            unsure = unsure || y->created_ns == x->created_ns || (first_seen && !was_seen(fd, y->id));
+        }
+        if (unsure) {
+            redacted[n_redacted++] = x->memory_id;
+            continue;
+        }
+        if (first_seen)
             continue;
         if (x->redacted)
             redacted[n_redacted++] = x->memory_id;

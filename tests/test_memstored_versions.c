@@ -371,3 +371,69 @@ Test(versions, paging_is_stable_under_new_versions_and_time_filters)
     cJSON_Delete(all);
     free(id);
 }
+
+/* POST /admin/clock for the versions written next. */
+static void clock_set(const char *body)
+{
+    struct tresp r;
+    cr_assert_eq(t_admin(&srv, "POST", "/admin/clock", body, &r), 0);
+    T_ASSERT_STATUS(&r, 200);
+    tresp_free(&r);
+}
+
+/* The list is newest first by the clock that stamped each version, as the
+ * service's: a version stamped earlier comes after those stamped later
+ * whenever it was written, and versions of one millisecond come in the
+ * order of their ids, not the order of their writing; a cursor goes on
+ * from its row in that order.  Before, the list was in writing order. */
+Test(versions, newest_first_is_the_clocks_order_not_the_writings)
+{
+    char *id = t_create_memory(&srv, store, "/c.md", "a");
+    cr_assert_not_null(id);
+    clock_set("{\"offset_ms\":-60000}");
+    struct tresp r;
+    t_req(&srv, "POST", "{\"content\":\"late\"}", &r, "/v1/memory_stores/%s/memories/%s", store,
+          id);
+    T_ASSERT_STATUS(&r, 200);
+    tresp_free(&r);
+    clock_set("{\"freeze\":true}");
+    for (int i = 0; i < 6; i++) {
+        char body[64];
+        snprintf(body, sizeof body, "{\"content\":\"f%d\"}", i);
+        t_req(&srv, "POST", body, &r, "/v1/memory_stores/%s/memories/%s", store, id);
+        T_ASSERT_STATUS(&r, 200);
+        tresp_free(&r);
+    }
+    clock_set("{}");
+    /* Read two at a time: the cursors must follow the same order. */
+    char got[20][64], cursor[512] = "";
+    int n = 0;
+    do {
+        if (cursor[0])
+            t_req(&srv, "GET", NULL, &r, "/v1/memory_stores/%s/memory_versions?limit=2&view=full"
+                  "&page=%s", store, cursor);
+        else
+            t_req(&srv, "GET", NULL, &r, "/v1/memory_stores/%s/memory_versions?limit=2&view=full",
+                  store);
+        T_ASSERT_STATUS(&r, 200);
+        const cJSON *it;
+        cJSON_ArrayForEach(it, tj_get(r.json, "data"))
+        {
+            cr_assert_lt(n, 20);
+            snprintf(got[n], sizeof got[n], "%s|%s|%s", tj_str(it, "created_at") ?: "",
+                     tj_str(it, "id") ?: "", tj_str(it, "content") ?: "");
+            n++;
+        }
+        snprintf(cursor, sizeof cursor, "%s", tj_str(r.json, "next_page") ?: "");
+        tresp_free(&r);
+    } while (cursor[0]);
+    cr_expect_eq(n, 8, "%d versions", n);
+    for (int i = 1; i < n; i++)
+        cr_expect_gt(strcmp(got[i - 1], got[i]), 0, "not newest first by (created_at, id): "
+                     "%s before %s", got[i - 1], got[i]);
+    /* The one stamped a minute early is last, after the creation written
+     * before it. */
+    cr_expect(n == 8 && strstr(got[6], "|a") && strstr(got[7], "|late"), "%s / %s", got[6],
+              got[7]);
+    free(id);
+}

@@ -51,7 +51,8 @@ static const char schema[] =
     " actor_type TEXT, actor_id TEXT,"
     " redacted_at TEXT, redacted_type TEXT, redacted_id TEXT);"
     "CREATE INDEX IF NOT EXISTS versions_store ON versions(store_id, seq);"
-    "CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, seq);";
+    "CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, seq);"
+    "CREATE INDEX IF NOT EXISTS versions_created ON versions(store_id, created_at, id);";
 
 int db_errno(int rc)
 {

@@ -1,8 +1,14 @@
 /* versions.c - the memory_version endpoints (memory-store-api.md A.4, A.8)
  * and the one function that appends a version.
  *
- * Owns: the versions table.  seq (AUTOINCREMENT) is the write order, so
- * "newest first" is seq desc and the cursor is "v<seq>" of the last row.
+ * Owns: the versions table.  seq (AUTOINCREMENT) is the write order.
+ * "Newest first" is by created_at, as the service's: ties (one
+ * millisecond, only with POST /admin/clock's frozen clock) in the order of
+ * the version ids, which are random, so not the write order; a version
+ * stamped earlier (the clock's offset) comes after the ones stamped later
+ * whenever it was written.  The cursor is "t<created_at>|<id>" of the last
+ * row.  (Until 5 December 2026 the list was in seq order, which hid from
+ * the daemon's tests a client that took a run's first for the newest.)
  * Invariants:
  *   - a version is appended only by versions_insert, once per real change;
  *   - a deleted version keeps its path and has NULL content/sha/size;
@@ -160,14 +166,19 @@ void versions_list(struct req *rq, struct reply *rp)
         }
         actor_type = filters[i][1], actor_id = v;
     }
-    sqlite3_int64 before = 0;
+    /* The last row of the previous page: (created_at, id). */
+    char before_at[MSD_TS_LEN] = "", before_id[MSD_ID_MAX] = "";
     const char *page = req_query(rq, "page");
     if (page && *page) {
         size_t n;
-        char *c = cursor_decode(page, &n), *end = NULL;
-        if (c && c[0] == 'v')
-            before = strtoll(c + 1, &end, 10);
-        bool ok = c && end && !*end && before > 0;
+        char *c = cursor_decode(page, &n);
+        char *bar = c && c[0] == 't' ? strchr(c, '|') : NULL;
+        bool ok = bar && (size_t)(bar - c - 1) < sizeof(before_at) && bar > c + 1 &&
+                  bar[1] && strlen(bar + 1) < sizeof(before_id);
+        if (ok) {
+            snprintf(before_at, sizeof(before_at), "%.*s", (int)(bar - c - 1), c + 1);
+            snprintf(before_id, sizeof(before_id), "%s", bar + 1);
+        }
         free(c);
         if (!ok) {
             reply_invalid(rp, "page is not a valid cursor");
@@ -184,7 +195,8 @@ void versions_list(struct req *rq, struct reply *rp)
                         " AND (?2 IS NULL OR memory_id=?2) AND (?3 IS NULL OR operation=?3)"
                         " AND (?4 IS NULL OR (actor_type=?4 AND actor_id=?5))"
                         " AND (?6 = '' OR created_at >= ?6) AND (?7 = '' OR created_at <= ?7)"
-                        " AND (?8 = 0 OR seq < ?8) ORDER BY seq DESC LIMIT ?9",
+                        " AND (?8 = '' OR created_at < ?8 OR (created_at = ?8 AND id < ?10))"
+                        " ORDER BY created_at DESC, id DESC LIMIT ?9",
                         &st);
     if (rc || !data)
         goto fail;
@@ -195,10 +207,11 @@ void versions_list(struct req *rq, struct reply *rp)
     sqlite3_bind_text(st, 5, actor_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 6, gte, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 7, lte, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 8, before);
+    sqlite3_bind_text(st, 8, before_at, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 9, limit + 1);
+    sqlite3_bind_text(st, 10, before_id, -1, SQLITE_STATIC);
     int count = 0, s;
-    sqlite3_int64 last = 0;
+    char last[MSD_TS_LEN + MSD_ID_MAX + 2] = "";
     bool more = false;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         if (count == limit) {
@@ -206,7 +219,9 @@ void versions_list(struct req *rq, struct reply *rp)
             break;
         }
         cJSON_AddItemToArray(data, version_json(st, full));
-        last = sqlite3_column_int64(st, 0);
+        const unsigned char *at = sqlite3_column_text(st, 9), *id = sqlite3_column_text(st, 1);
+        snprintf(last, sizeof(last), "t%s|%s", at ? (const char *)at : "",
+                 id ? (const char *)id : "");
         count++;
     }
     if (s != SQLITE_ROW && s != SQLITE_DONE) {
@@ -214,9 +229,7 @@ void versions_list(struct req *rq, struct reply *rp)
         goto fail;
     }
     if (more) {
-        char key[32];
-        snprintf(key, sizeof(key), "v%lld", (long long)last);
-        char *next = cursor_encode(key, strlen(key));
+        char *next = cursor_encode(last, strlen(last));
         if (!next) { /* "" would read as the last page: the list cut short */
             rc = -ENOMEM;
             goto fail;

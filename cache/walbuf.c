@@ -114,10 +114,13 @@ static int wb_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 of
         return rc;
     if (ofst < f->hi) {
         /* Over frames already written (a page changed again, a checksum
-         * rewritten): never left waiting in the buffer. */
+         * rewritten): never left waiting in the buffer.  A commit's
+         * header so written still sends its page at once. */
         if ((rc = flush(f)) != SQLITE_OK)
             return rc;
-        return f->real->pMethods->xWrite(f->real, data, amt, ofst);
+        rc = f->real->pMethods->xWrite(f->real, data, amt, ofst);
+        f->commit_hdr = rc == SQLITE_OK && commit_hdr;
+        return rc;
     }
     f->hi = ofst + amt;
     if (f->len + (size_t)amt > f->cap) {
@@ -260,8 +263,8 @@ static void drop_uncommitted(struct wb_file *db, int offset, int n, int flags)
     if (!log || !log->len || !(flags & SQLITE_SHM_UNLOCK) || !(flags & SQLITE_SHM_EXCLUSIVE) ||
         offset > 0 || offset + n <= 0)
         return;
-    if (log->hi > log->off)
-        log->hi = log->off;
+    /* hi stays: the next writes below it go to the file at once, which is
+     * always right (the buffer may have begun inside a frame). */
     log->len = 0;
     log->commit_hdr = false;
 }

@@ -165,9 +165,14 @@ static int settle_redacted(struct syncer *s, struct sstore *st, struct feed_read
         int rc = f.err;
         if (rc == -ENOENT)
             rc = add_gone(fr, ids[i]);
-        else if (!rc)
+        else if (!rc) {
+            /* Its content came with it: kept (by its hash), not asked for
+             * again by the prefetch. */
+            if (f.mem.content)
+                (void)engine_keep_fetched(s, &f.mem, f.mem.sha);
             rc = api_list_add_version(&fr->changes, f.mem.id, f.mem.path, f.mem.sha,
                                       f.mem.size, f.mem.updated_ns, f.mem.version_id);
+        }
         api_memory_clear(&f.mem);
         api_error_clear(&f.e);
         if (rc)
@@ -258,12 +263,16 @@ int feed_read(struct syncer *s, struct sstore *st, size_t memories, struct feed_
          * late (stamped before one already read) comes after it.  Either
          * way the run's first is not known to be the memory's state: the
          * memory is retrieved, as for a redacted version. */
-        bool first_seen = was_seen(fd, x->id), unsure = false;
+        bool first_seen = was_seen(fd, x->id), tie = false, unseen_behind = false;
         for (size_t q = k + 1; q < v.n && strcmp(v.items[ix[q]].memory_id, x->memory_id) == 0;
              q++) {
             const struct api_version *y = &v.items[ix[q]];
-            unsure = unsure || y->created_ns == x->created_ns || (first_seen && !was_seen(fd, y->id));
+            tie = tie || y->created_ns == x->created_ns;
+            unseen_behind = unseen_behind || !was_seen(fd, y->id);
         }
+        /* Only while something of the run is new: once read and settled,
+         * a tie says nothing more (no GET at every read of the overlap). */
+        bool unsure = (tie && (!first_seen || unseen_behind)) || (first_seen && unseen_behind);
         if (unsure) {
             redacted[n_redacted++] = x->memory_id;
             continue;

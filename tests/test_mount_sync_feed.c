@@ -482,3 +482,31 @@ Test(mount_sync_feed, a_memory_a_full_listing_could_not_place_is_not_forgotten)
     cr_expect_eq(sy_pending(), 0, "the file stays pending");
     free(id);
 }
+
+/* Two versions of one memory in one millisecond: the list's order cannot
+ * say which is newer, so the memory is asked for, once.  The reads that
+ * follow within the overlap see the same two versions, both settled: no
+ * request of their own.  (Before the fix every read of the overlap asked
+ * for the memory again.) */
+Test(mount_sync_feed, versions_of_one_millisecond_are_settled_once)
+{
+    mount_quiet("--full-resync 0");
+    sy_after_sync();
+    char *a = sy_id("/s/m01.md");
+    clock_set(0, true);
+    cr_assert_eq(sy_remote_update(a, "{\"content\":\"tie one\\n\"}"), 200);
+    cr_assert_eq(sy_remote_update(a, "{\"content\":\"tie two\\n\"}"), 200);
+    clock_set(0, false);
+    sy_reset_stats();
+    sy_after_sync();
+    sy_after_sync();
+    sy_after_sync();
+    cr_expect_eq(t_route_count(&E.msd, FETCH_ROUTE), 1, "the memory was asked for %ld times",
+                 t_route_count(&E.msd, FETCH_ROUTE));
+    char *out = NULL;
+    sy_run(&out, "cat s/m01.md");
+    cr_expect_str_eq(out, "tie two\n");
+    free(out);
+    expect_cache_is_listing("a tie");
+    free(a);
+}

@@ -283,6 +283,14 @@ static int find_remote(struct cycle *cy, struct api_list *list, struct cache_rem
      * through our own writes again and again. */
     if (cy->continuing && feed_usable(s, st, mono_s()) &&
         mono_s() - st->feed.last_read_s < (int64_t)s->o.interval_s) {
+        /* Content left to download and nothing to push: the slice only,
+         * without deciding every file again. */
+        bool work = true;
+        cache_store_has_local_work(s->c, st->id, cy->final, &work);
+        if (!work && !st->feed.extra.n) {
+            *idle = true;
+            return 0;
+        }
         int rc = feed_view(s, st, fr, list); /* fr empty: nothing to commit */
         return rc ? rc : engine_filter(s, st, list, rl, nr, why, whylen);
     }
@@ -353,7 +361,9 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
     clock_gettime(CLOCK_REALTIME, &t0);
     const int64_t started_ns = (int64_t)t0.tv_sec * 1000000000LL + t0.tv_nsec;
     pthread_mutex_lock(&st->cycle_lock);
-    cy.continuing = st->backlog;
+    /* The final sync reads the store whatever came before it: a round cut
+     * short for it may have lost answers that only a read settles. */
+    cy.continuing = st->backlog && !final;
     st->backlog = false;
     if (st->disabled) {
         pthread_mutex_unlock(&st->cycle_lock);
@@ -364,8 +374,10 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
     if (rc)
         goto out;
     if (idle) {
-        /* Nothing changed on either side: one request, no work. */
-        feed_commit(st, &fr);
+        /* Nothing changed on either side: one request (none for the next
+         * slice of a download), no work. */
+        if (fr.ok)
+            feed_commit(st, &fr);
         if (st->content_missing && !final) /* not at the final sync: below */
             engine_prefetch(s, idx, ENGINE_FETCH_SLICE);
         if ((rc = count_left(s, st, &cy.rep)) != 0)

@@ -370,6 +370,11 @@ static void classify_upload(const struct rec_write *w, struct rec_result *r)
             result(r, REC_FU_RETRY, LOG_LVL_DEBUG, REC_MSG_ADOPT_SENT, true);
         else
             result(r, REC_FU_STORE_WINS, LOG_LVL_WARN, REC_MSG_UPLOAD_LOST_RACE, false);
+    } else if (w->err == -ECANCELED) {
+        /* Ended by the daemon (an unmount's sync takes the store, or its
+         * flush timeout passed, which says so itself): no failure of the
+         * upload's; as below otherwise. */
+        result(r, REC_FU_RETRY, LOG_LVL_DEBUG, REC_MSG_UPLOAD_FAILED, w->attempts > 0);
     } else {
         /* Transport, 429, 5xx, auth, a malformed 2xx, a 409 of another
          * kind: the file stays dirty; a request that went out may have

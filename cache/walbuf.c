@@ -97,6 +97,18 @@ static int flush(struct wb_file *f)
     return rc;
 }
 
+/* Writes what is gathered, then this write, to the file itself; a
+ * commit's header so written still makes its page go out at once. */
+static int write_through(struct wb_file *f, const void *data, int amt, sqlite3_int64 ofst,
+                         bool commit_hdr)
+{
+    int rc = flush(f);
+    if (rc == SQLITE_OK)
+        rc = f->real->pMethods->xWrite(f->real, data, amt, ofst);
+    f->commit_hdr = rc == SQLITE_OK && commit_hdr;
+    return rc;
+}
+
 static int wb_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 ofst)
 {
     struct wb_file *f = F(p);
@@ -112,32 +124,18 @@ static int wb_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 of
         f->hi = 0; /* the log starts over */
     if (f->len && ofst != f->off + (sqlite3_int64)f->len && (rc = flush(f)) != SQLITE_OK)
         return rc;
-    if (ofst < f->hi) {
-        /* Over frames already written (a page changed again, a checksum
-         * rewritten): never left waiting in the buffer.  A commit's
-         * header so written still sends its page at once. */
-        if ((rc = flush(f)) != SQLITE_OK)
-            return rc;
-        rc = f->real->pMethods->xWrite(f->real, data, amt, ofst);
-        f->commit_hdr = rc == SQLITE_OK && commit_hdr;
-        return rc;
-    }
+    /* Over frames already written (a page changed again, a checksum
+     * rewritten): never left waiting in the buffer. */
+    if (ofst < f->hi)
+        return write_through(f, data, amt, ofst, commit_hdr);
     f->hi = ofst + amt;
     if (f->len + (size_t)amt > f->cap) {
         size_t cap = f->cap ? f->cap : 64 * 1024;
         while (cap < f->len + (size_t)amt)
             cap *= 2;
         unsigned char *nb = realloc(f->buf, cap);
-        if (!nb) {
-            /* No room to gather: what is gathered, then this, directly;
-             * a commit's header so written still makes its page, which
-             * then starts the buffer, go out at once. */
-            if ((rc = flush(f)) != SQLITE_OK)
-                return rc;
-            rc = f->real->pMethods->xWrite(f->real, data, amt, ofst);
-            f->commit_hdr = rc == SQLITE_OK && commit_hdr;
-            return rc;
-        }
+        if (!nb) /* no room to gather */
+            return write_through(f, data, amt, ofst, commit_hdr);
         f->buf = nb;
         f->cap = cap;
     }

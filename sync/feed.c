@@ -272,7 +272,7 @@ int feed_read(struct syncer *s, struct sstore *st, size_t memories, struct feed_
         }
         /* Only while something of the run is new: once read and settled,
          * a tie says nothing more (no GET at every read of the overlap). */
-        bool unsure = (tie && (!first_seen || unseen_behind)) || (first_seen && unseen_behind);
+        bool unsure = first_seen ? unseen_behind : tie;
         if (unsure) {
             redacted[n_redacted++] = x->memory_id;
             continue;

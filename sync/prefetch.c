@@ -225,7 +225,7 @@ int engine_prefetch(struct syncer *s, int idx, size_t max)
     /* Failures are retried after the next sync; what the slice left, in
      * the next round (st->backlog). */
     bool left = singles + failed < all;
-    st->content_missing = failed > 0 || left || cancelled;
+    st->content_missing = failed > 0 || left; /* left counts what was cancelled */
     if (fetched && left)
         st->backlog = true;
     if (fetched) {

@@ -179,26 +179,12 @@ void reply_errno(struct reply *rp, int rc)
     reply_error(rp, 500, "api_error", "internal error: %s", strerror(rc < 0 ? -rc : rc));
 }
 
-/* True when the JSON text escapes a NUL character (\u0000). */
-static bool escapes_nul(const char *s, size_t n)
-{
-    for (size_t i = 0; i + 5 < n; i++) {
-        if (s[i] != '\\')
-            continue;
-        /* A backslash inside a string always starts an escape; skip it
-         * with its escaped character so "\\u0000" is not misread. */
-        if (s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0)
-            return true;
-        i++;
-    }
-    return false;
-}
-
-/* What JSON (RFC 8259) refuses and cJSON lets through, or NULL: a raw
- * control character inside a string (it must be escaped), a byte outside
+/* What the JSON text holds that cJSON would take and must not, or NULL:
+ * an escaped NUL character (\u0000: cJSON would cut the string there), and
+ * what JSON (RFC 8259) refuses and cJSON lets through, a raw control
+ * character inside a string (it must be escaped) or a byte outside
  * strings that is neither JSON's whitespace nor printable ASCII (a
- * byte-order mark, a form feed).  A client that sends them would be
- * refused by the real service. */
+ * byte-order mark, a form feed), which the real service refuses. */
 static const char *not_strict_json(const char *s, size_t n)
 {
     bool in_string = false;
@@ -206,16 +192,22 @@ static const char *not_strict_json(const char *s, size_t n)
         unsigned char ch = (unsigned char)s[i];
         if (in_string) {
             if (ch < 0x20)
-                return "a string holds a control character that is not escaped";
-            if (ch == '\\')
-                i++; /* the escaped character, whatever it is */
-            else if (ch == '"')
+                return "the request body is not valid JSON: a string holds a control character "
+                       "that is not escaped";
+            if (ch == '\\') {
+                /* The escaped character, whatever it is, is skipped (so
+                 * "\\u0000" is not misread). */
+                if (i + 5 < n && s[i + 1] == 'u' && memcmp(s + i + 2, "0000", 4) == 0)
+                    return "strings must not contain NUL characters (\\u0000)";
+                i++;
+            } else if (ch == '"') {
                 in_string = false;
+            }
         } else if (ch == '"') {
             in_string = true;
         } else if ((ch < 0x20 && ch != ' ' && ch != '\t' && ch != '\r' && ch != '\n') ||
                    ch >= 0x7f) {
-            return "a byte outside the strings is not JSON";
+            return "the request body is not valid JSON: a byte outside the strings is not JSON";
         }
     }
     return NULL;
@@ -249,13 +241,9 @@ int body_object(const struct req *rq, struct reply *rp, bool allow_empty, cJSON 
         reply_invalid(rp, "the request body is not valid UTF-8");
         return -EINVAL;
     }
-    if (escapes_nul(s, n)) {
-        reply_invalid(rp, "strings must not contain NUL characters (\\u0000)");
-        return -EINVAL;
-    }
     const char *strict = not_strict_json(s, n);
     if (strict) {
-        reply_invalid(rp, "the request body is not valid JSON: %s", strict);
+        reply_invalid(rp, "%s", strict);
         return -EINVAL;
     }
     const char *end = NULL;

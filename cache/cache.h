@@ -268,10 +268,6 @@ struct cache_gc_report {
  * trims the write-ahead log.  r may be NULL. */
 int cache_housekeep(struct cache *c, const struct cache_policy *p, cache_busy_fn busy, void *arg,
                     struct cache_gc_report *r);
-/* Copies the write-ahead log into the database and truncates it, unless
- * another process is reading it (-EBUSY: then it stays for the next
- * round); for a size that is not the log's high-water mark. */
-int cache_trim_log(struct cache *c);
 /* The file was opened at now_ns: recorded (an hour's granularity) as the
  * eviction order. */
 int cache_mark_used(struct cache *c, uint64_t ino, int64_t now_ns);

@@ -100,14 +100,6 @@ static void give_back(struct cache *c)
     (void)truncate_log(c);
 }
 
-int cache_trim_log(struct cache *c)
-{
-    db_lock(c);
-    int rc = truncate_log(c);
-    db_unlock(c);
-    return rc == SQLITE_OK ? 0 : rc == SQLITE_BUSY ? -EBUSY : db_errno(rc);
-}
-
 int db_reclaim(struct cache *c)
 {
     db_lock(c);

@@ -287,13 +287,14 @@ static void text_store(struct daemon *d, struct fs_store *s, FILE *f,
     } else if (bg.per_minute && bg.waiting) {
         fprintf(f, "  request cap     %d per minute (%d waiting)\n", bg.per_minute, bg.waiting);
     }
-    char disk[32], content[32], max[32];
+    char disk[32], wal[32], content[32], max[32];
     fmt_size(u->db_bytes + u->wal_bytes, disk, sizeof(disk));
+    fmt_size(u->wal_bytes, wal, sizeof(wal));
     fmt_size(u->content_bytes, content, sizeof(content));
     fmt_size(d->cache_max_size, max, sizeof(max));
-    fprintf(f, "  cache           %s on disk in %s (content %s%s%s)\n", disk, d->cache_dir,
-            content, d->cache_max_size ? ", --cache-max-size " : "",
-            d->cache_max_size ? max : "");
+    fprintf(f, "  cache           %s on disk in %s (content %s%s%s; write-ahead log %s)\n", disk,
+            d->cache_dir, content, d->cache_max_size ? ", --cache-max-size " : "",
+            d->cache_max_size ? max : "", wal);
     fprintf(f, "  content cached  %llu / %llu",
             (unsigned long long)(st->files - st->missing_content - st->evicted),
             (unsigned long long)st->files);
@@ -357,9 +358,10 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
 
 void status_serve(struct daemon *d, FILE *out, bool json)
 {
-    /* The size shown is the cache's, not the write-ahead log's high-water
-     * mark since the collector's last round. */
-    cache_trim_log(d->cache);
+    /* Nothing is checkpointed here: a monitor polling status must not
+     * stall file operations with a checkpoint's fsyncs under the cache
+     * lock.  The log's size is shown apart instead (the collector cuts it
+     * every round). */
     for (size_t i = 0; i < d->n; i++)
         if (!d->stores[i].gone)
             one_store(d, &d->stores[i], out, json);

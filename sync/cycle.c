@@ -346,6 +346,18 @@ static int count_left(struct syncer *s, const struct sstore *st, struct syncer_r
     return 0;
 }
 
+/* A node sent back to its baseline may keep its hash (a remote rename of
+ * content it had): the kernel's pages of it held the local bytes.  Each
+ * is told once. */
+static void forget_reverted_pages(struct cycle *cy)
+{
+    struct sstore *st = cy->st;
+    for (size_t i = 0; i < cy->n_reverted; i++)
+        if (st->n.inval_inode)
+            st->n.inval_inode(st->n.arg, cy->reverted[i]);
+    cy->n_reverted = 0;
+}
+
 int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
               struct syncer_report *own)
 {
@@ -435,11 +447,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
         st->feed.last_full_s = mono_s();
     }
     st->known = nr;
-    /* A node sent back to its baseline may keep its hash (a remote rename
-     * of content it had): its pages held the local bytes. */
-    for (size_t i = 0; i < cy.n_reverted; i++)
-        if (st->n.inval_inode)
-            st->n.inval_inode(st->n.arg, cy.reverted[i]);
+    forget_reverted_pages(&cy);
     push_writes(&cy);
     report_cap(&cy);
     /* Files past the slice wait for the next round, which comes at once
@@ -460,6 +468,9 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
 fail:
     snprintf(why, whylen, "sync of memory store %s failed: %s", st->id, strerror(-rc));
 out:
+    /* Also when planning or applying failed after the store won: a node
+     * reverted is reverted in the cache whatever the round did next. */
+    forget_reverted_pages(&cy);
     engine_set_result(s, st, rc ? why : "ok", &cy.rep);
     if (own)
         *own = cy.rep;

@@ -235,7 +235,8 @@ struct unmount_ctx {
 static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
 {
     struct unmount_ctx *u = arg;
-    if (u->path && strcmp(u->path, info->mount_path) != 0)
+    /* The mount point as the session named it, or its parent resolved. */
+    if (u->path && rt_mount_prefix(info, u->path) != strlen(u->path))
         return 0;
     u->found++;
     if (!alive) {

@@ -84,9 +84,8 @@ struct find_ctx {
 static int find_mount(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
 {
     struct find_ctx *c = arg;
-    size_t ml = strlen(info->mount_path);
-    if (strncmp(c->abs, info->mount_path, ml) != 0 ||
-        (c->abs[ml] != '\0' && c->abs[ml] != '/') || ml <= c->best)
+    size_t ml = rt_mount_prefix(info, c->abs);
+    if (ml <= c->best)
         return 0;
     c->best = ml;
     c->alive = alive;
@@ -117,7 +116,7 @@ int hist_resolve(const char *cmd, const char *arg, struct hist_target *t)
                 t->mount_path, t->mount_path);
         return 1;
     }
-    const char *rel = t->abs + strlen(t->mount_path);
+    const char *rel = t->abs + c.best;
     snprintf(t->rel, sizeof(t->rel), "%s", *rel ? rel : "/");
     for (const char *p = t->rel; *p; p++) {
         if ((unsigned char)*p < 0x20 || *p == 0x7f) {
@@ -280,6 +279,17 @@ static int parse_version_args(int argc, char **argv, const char *usage, const ch
     return 0;
 }
 
+/* True (after saying so) when t is the mount point, which no version is
+ * of. */
+static bool mount_point(const char *cmd, const struct hist_target *t)
+{
+    if (strcmp(t->rel, "/") != 0)
+        return false;
+    fprintf(stderr, "memstorefs %s: %s is the mount point of memory store %s, not a file in "
+                    "it\n", cmd, t->abs, t->store_id);
+    return true;
+}
+
 int history_show_main(int argc, char **argv)
 {
     const char *path, *version;
@@ -289,6 +299,8 @@ int history_show_main(int argc, char **argv)
     struct hist_target t;
     if (hist_resolve("show", path, &t))
         return 1;
+    if (mount_point("show", &t))
+        return 2;
     char line[CTL_LINE_MAX - 1], *out;
     size_t len;
     if (!cmd_line("show", line, sizeof(line), "hist-show\t%s\t%s\t%s", t.mount_path, t.rel,
@@ -315,6 +327,8 @@ int history_restore_main(int argc, char **argv)
     struct hist_target t, tt;
     if (hist_resolve("restore", path, &t) || (to && hist_resolve("restore", to, &tt)))
         return 1;
+    if (mount_point("restore", &t))
+        return 2;
     if (to && (strcmp(t.mount_path, tt.mount_path) != 0 || strcmp(tt.rel, "/") == 0)) {
         fprintf(stderr, "memstorefs restore: --to %s must name a file in the same mount as %s "
                         "(%s)\n", tt.abs, t.abs, t.mount_path);

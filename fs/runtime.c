@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,6 +314,33 @@ static int match_dead(void *arg, const char *file, const struct rt_lockinfo *inf
     if (!alive && strcmp(info->mount_path, d->path) == 0)
         d->dead = true;
     return 0;
+}
+
+/* Length of mp when abs is mp or a path under it, else 0. */
+static size_t under(const char *abs, const char *mp)
+{
+    size_t ml = strlen(mp);
+    if (ml < 2 || strncmp(abs, mp, ml) != 0 || (abs[ml] != '\0' && abs[ml] != '/'))
+        return 0;
+    return ml;
+}
+
+size_t rt_mount_prefix(const struct rt_lockinfo *info, const char *abs)
+{
+    size_t n = under(abs, info->mount_path);
+    const char *slash = strrchr(info->mount_path, '/');
+    if (n || !slash || !slash[1])
+        return n;
+    /* The parent resolved; never the mount point itself, which would ask
+     * its daemon (and wait for it when it does not answer). */
+    char parent[4096], real[PATH_MAX], full[PATH_MAX + 256];
+    snprintf(parent, sizeof(parent), "%.*s", (int)(slash - info->mount_path), info->mount_path);
+    if (!realpath(parent[0] ? parent : "/", real))
+        return 0;
+    if ((size_t)snprintf(full, sizeof(full), "%s%s", strcmp(real, "/") ? real : "", slash) >=
+        sizeof(full))
+        return 0;
+    return under(abs, full);
 }
 
 bool rt_is_dead_mount(const char *mount_path)

@@ -233,10 +233,8 @@ struct sync_ctx {
 static int sync_one(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
 {
     struct sync_ctx *c = arg;
-    size_t ml = strlen(info->mount_path);
     /* The mount point, or a path inside it. */
-    if (c->path && (strncmp(c->path, info->mount_path, ml) != 0 ||
-                    (c->path[ml] != '\0' && c->path[ml] != '/' && strcmp(info->mount_path, "/"))))
+    if (c->path && !rt_mount_prefix(info, c->path))
         return 0;
     c->found++;
     if (!alive) {

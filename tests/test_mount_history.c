@@ -472,6 +472,13 @@ Test(mount_history, unknown_versions_and_paths_outside_a_mount)
     cr_expect_eq(mfs(&out, "log fresh.md"), 1, "%s", out);
     cr_expect(strstr(out, "never synced"), "%s", out);
     free(out);
+    static const char *const point[] = {"restore . --version memver_x",
+                                        "show . --version memver_x"};
+    for (size_t i = 0; i < sizeof(point) / sizeof(point[0]); i++) {
+        cr_expect_eq(mfs(&out, point[i]), 2, "%s: %s", point[i], out);
+        cr_expect(strstr(out, "is the mount point of memory store"), "%s: %s", point[i], out);
+        free(out);
+    }
     static const char *const outside[] = {"log /tmp", "log --deleted /", "show / --version x",
                                           "restore /etc/hostname --version x"};
     for (size_t i = 0; i < sizeof(outside) / sizeof(outside[0]); i++) {
@@ -479,6 +486,42 @@ Test(mount_history, unknown_versions_and_paths_outside_a_mount)
         cr_expect(strstr(out, "is not inside a memstorefs mount"), "%s: %s", outside[i], out);
         free(out);
     }
+}
+
+/* A mount path whose parent is reached through a symbolic link (a home
+ * under /var/home): realpath and getcwd give the path through the link's
+ * target, which is not the mount path the session named.  The commands
+ * find the mount from either form. */
+Test(mount_history, a_mount_reached_through_a_symbolic_link_is_found_from_either_path)
+{
+    cr_assert_eq(mnt_sh(&E, NULL, "mkdir %s/real && ln -s real %s/lnk", E.mnt, E.mnt), 0);
+    char *out = NULL;
+    cr_assert_eq(mnt_mount(&E, store, "lnk/s", false, "", &out), 0, "%s", out);
+    free(out);
+    static const char *const cmds[] = {
+        "cd $MNT/lnk/s && $MFS log notes/a.md",        /* getcwd: real/s */
+        "$MFS log $MNT/lnk/s/notes/a.md",              /* resolved by the command */
+        "$MFS log $MNT/real/s/notes/a.md",
+        "cd $MNT/lnk/s && echo more >> keep.md && $MFS sync --wait .",
+        "$MFS sync $MNT/real/s",
+    };
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        cr_expect_eq(mnt_sh(&E, &out, "unset ANTHROPIC_API_KEY; %s", cmds[i]), 0, "%s: %s",
+                     cmds[i], out);
+        cr_expect(!strstr(out, "not inside") && !strstr(out, "not a memstorefs mount"), "%s: %s",
+                  cmds[i], out);
+        if (i < 3)
+            cr_expect(strstr(out, "/notes/a.md"), "%s: %s", cmds[i], out);
+        free(out);
+    }
+    char *keep = sy_content("/keep.md");
+    cr_expect_str_eq(keep, "kept\nmore\n", "the sync from the mount did not push");
+    free(keep);
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS unmount $MNT/real/s"), 0, "%s", out);
+    free(out);
+    char p[600];
+    snprintf(p, sizeof(p), "%s/lnk/s", E.mnt);
+    cr_expect(!mnt_is_mounted(p), "still mounted at %s", p);
 }
 
 Test(mount_history, a_server_failing_or_down_is_a_clear_error)

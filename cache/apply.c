@@ -59,6 +59,16 @@ static int step_done(struct cache *c, sqlite3_stmt *st, const char *what)
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, what);
 }
 
+/* Steps a query of at most one row: 0 with *row said, or the error (an
+ * error is never "no row": that made a memory deleted here come back, or
+ * a second node for one memory). */
+static int step_row(struct cache *c, sqlite3_stmt *st, const char *what, bool *row)
+{
+    int s = sqlite3_step(st);
+    *row = s == SQLITE_ROW;
+    return s == SQLITE_ROW || s == SQLITE_DONE ? 0 : db_fail(c, s, what);
+}
+
 /* Unlinks (or only detaches) every node a query selects as (ino, parent,
  * name), bound with the store id. */
 static int unlink_selected(struct cache *c, const char *sql, const char *store, bool detach_only,
@@ -91,8 +101,9 @@ static int unlink_selected(struct cache *c, const char *sql, const char *store, 
     for (size_t i = 0; !rc && i < local.n; i++) {
         sqlite3_reset(up);
         sqlite3_bind_int64(up, 1, (sqlite3_int64)local.v[i].ino);
-        if (sqlite3_step(up) != SQLITE_DONE)
-            rc = db_fail(c, SQLITE_ERROR, "unlink node");
+        int s = sqlite3_step(up);
+        if (s != SQLITE_DONE)
+            rc = db_fail(c, s, "unlink node");
         else
             rc = record(ch, CACHE_CH_GONE, local.v[i].parent, local.v[i].ino, local.v[i].name);
     }
@@ -184,10 +195,11 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
         return rc;
     sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, 2, r->memory_id, -1, SQLITE_TRANSIENT);
-    bool deleted = sqlite3_step(st) == SQLITE_ROW;
+    bool deleted;
+    rc = step_row(c, st, "find tombstone", &deleted);
     db_finish(c, st);
-    if (deleted)
-        return 0; /* deleted locally: the sync deletes it remotely */
+    if (rc || deleted)
+        return rc; /* deleted locally: the sync deletes it remotely */
     rc = db_prepare(c, "SELECT ino, parent IS NULL, state, COALESCE(sha, ''), path,"
                            " COALESCE(base_path, '')"
                            " FROM nodes WHERE store = ? AND memory_id = ? AND unlinked = 0"
@@ -199,8 +211,8 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
     uint64_t ino = 0;
     bool detached = false, found = false, same_sha = false, same_base_path = false;
     int state = 0;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        found = true;
+    rc = step_row(c, st, "find memory's node", &found);
+    if (found) {
         ino = (uint64_t)sqlite3_column_int64(st, 0);
         detached = sqlite3_column_int(st, 1) != 0;
         state = sqlite3_column_int(st, 2);
@@ -208,6 +220,8 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
         same_base_path = strcmp((const char *)sqlite3_column_text(st, 5), r->path) == 0;
     }
     db_finish(c, st);
+    if (rc)
+        return rc;
     if (found && state != CNODE_CLEAN)
         return 0; /* local changes: the sync engine decides */
     if (found && !detached) {
@@ -254,10 +268,11 @@ static int apply_one(struct cache *c, const char *store, uint64_t root, const st
         return rc;
     sqlite3_bind_int64(st, 1, (sqlite3_int64)parent);
     sqlite3_bind_text(st, 2, name, -1, SQLITE_TRANSIENT);
-    bool taken = sqlite3_step(st) == SQLITE_ROW;
+    bool taken;
+    rc = step_row(c, st, "find entry", &taken);
     db_finish(c, st);
-    if (taken)
-        return 0; /* a local node holds the path (a detached one stays so); the sync decides */
+    if (rc || taken)
+        return rc; /* a local node holds the path (a detached one stays so); the sync decides */
     int64_t now = db_now_ns();
     if (found) {
         rc = db_prepare(c, "UPDATE nodes SET parent = ?1, name = ?2, path = ?3, base_path = ?3,"
@@ -313,8 +328,9 @@ static int load_listing(struct cache *c, const struct cache_remote *r, size_t n)
         sqlite3_bind_text(st, 2, r[i].path, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 3, r[i].sha, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 4, (sqlite3_int64)r[i].size);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            rc = db_fail(c, SQLITE_ERROR, "load listing");
+        int s = sqlite3_step(st);
+        if (s != SQLITE_DONE)
+            rc = db_fail(c, s, "load listing");
     }
     db_finish(c, st);
     return rc;
@@ -335,8 +351,9 @@ static int touch_dirs(struct cache *c, const struct cache_changes *ch, size_t fr
         sqlite3_reset(st);
         sqlite3_bind_int64(st, 1, now);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)ch->v[i].parent);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            rc = db_fail(c, SQLITE_ERROR, "touch directory");
+        int s = sqlite3_step(st);
+        if (s != SQLITE_DONE)
+            rc = db_fail(c, s, "touch directory");
     }
     db_finish(c, st);
     return rc;
@@ -395,9 +412,13 @@ int cache_apply_remote(struct cache *c, const char *store, const struct cache_re
     if (rc)
         goto out;
     sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(st) == SQLITE_ROW)
+    bool row;
+    rc = step_row(c, st, "find store", &row);
+    if (row)
         root = (uint64_t)sqlite3_column_int64(st, 0);
     db_finish(c, st);
+    if (rc)
+        goto out;
     if (!root) {
         rc = -ENOENT;
         goto out;

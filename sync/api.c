@@ -272,14 +272,20 @@ int api_memories_write(struct http_client *c, const char *store_id, struct api_w
     }
     if (n == 0)
         return 0;
-    if (!api_id_ok(store_id))
-        return -EINVAL;
-    struct http_call *calls = calloc(n, sizeof(*calls));
-    struct jbuf *paths = calloc(n, sizeof(*paths));
-    struct jbuf *bodies = calloc(n, sizeof(*bodies));
-    size_t *idx = calloc(n, sizeof(*idx));
-    size_t m = 0;
     int rc = 0;
+    size_t m = 0; /* requests built */
+    bool sent = false;
+    struct http_call *calls = NULL;
+    struct jbuf *paths = NULL, *bodies = NULL;
+    size_t *idx = NULL;
+    if (!api_id_ok(store_id)) {
+        rc = -EINVAL;
+        goto out;
+    }
+    calls = calloc(n, sizeof(*calls));
+    paths = calloc(n, sizeof(*paths));
+    bodies = calloc(n, sizeof(*bodies));
+    idx = calloc(n, sizeof(*idx));
     if (!calls || !paths || !bodies || !idx) {
         rc = -ENOMEM;
         goto out;
@@ -302,6 +308,7 @@ int api_memories_write(struct http_client *c, const char *store_id, struct api_w
         idx[m++] = i;
     }
     http_run(c, calls, m); /* each call carries its own result */
+    sent = true;
     rc = 0;
     for (size_t k = 0; k < m; k++) {
         struct api_write *it = &w[idx[k]];
@@ -329,6 +336,11 @@ out:
     free(paths);
     free(bodies);
     free(idx);
+    /* Nothing went out when the batch failed before it was sent: every
+     * write says so (one left at 0 read as done, with no memory). */
+    for (size_t i = 0; rc && !sent && i < n; i++)
+        if (!w[i].err)
+            w[i].err = rc;
     return rc;
 }
 

@@ -33,8 +33,11 @@ int conflict_current(struct cache *c, const char *store_id, const struct cache_c
     struct cnode n;
     int rc = k->memory_id[0] ? cache_file_of_memory(c, store_id, k->memory_id, &n) : -ENOENT;
     if (rc == -ENOENT) {
+        /* At the record's path, a file never synced or the record's own:
+         * another memory's file there is not the record's file (restore
+         * refuses to write into it), so there is none. */
         rc = cache_node_at(c, store_id, k->path, &n);
-        if (!rc && n.is_dir) {
+        if (!rc && (n.is_dir || (n.memory_id[0] && strcmp(n.memory_id, k->memory_id) != 0))) {
             cnode_clear(&n);
             rc = -ENOENT;
         }

@@ -606,6 +606,13 @@ Test(mount_history, a_conflict_restore_never_writes_into_another_memory_s_file)
     cr_expect_neq(mfs(&out, cmd), 0, "%s", out);
     cr_expect(out && strstr(out, "not restored over it"), "%s", out);
     free(out);
+    /* diff compares the record with its own file, of which there is none
+     * now: not with the other memory's. */
+    free(cmd);
+    cr_assert(asprintf(&cmd, "conflicts diff %s", k) > 0);
+    cr_expect_eq(mfs(&out, cmd), 0, "%s", out);
+    cr_expect(out && strstr(out, "(no file now)") && !strstr(out, "another memory"), "%s", out);
+    free(out);
     sy_after_sync();
     char *c = sy_content("/notes/a.md");
     cr_expect_str_eq(c ? c : "(none)", "another memory\n", "the record went into another memory");

@@ -254,7 +254,7 @@ void daemon_teardown_store(struct fs_store *s)
     syncer_disable(s->sync, s->sync_idx); /* before the lock goes */
     if (!s->loop_left) /* (else once its requests in flight are done: reaped) */
         unlock_store(s);
-    s->gone = true;
+    __atomic_store_n(&s->gone, true, __ATOMIC_RELEASE); /* histserve.c reads it on its threads */
 }
 
 size_t daemon_reap_loops(struct fs_store *v, size_t n)

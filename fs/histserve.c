@@ -369,7 +369,8 @@ static int do_restore(struct job *j, FILE *out, char *why, size_t whylen)
 static struct fs_store *store_by_id(struct daemon *d, const char *id)
 {
     for (size_t i = 0; i < d->n; i++)
-        if (!d->stores[i].gone && strcmp(d->stores[i].id, id) == 0)
+        if (!__atomic_load_n(&d->stores[i].gone, __ATOMIC_ACQUIRE) &&
+            strcmp(d->stores[i].id, id) == 0)
             return &d->stores[i];
     return NULL;
 }
@@ -570,9 +571,11 @@ static void *job_main(void *arg)
     free(text);
     if (rc) {
         char line[1300];
-        for (char *p = why; *p; p++)
-            if (*p == '\n' || *p == '\r')
-                *p = ' ';
+        /* The reason may quote the server (its error's message): one
+         * line, nothing a terminal acts on. */
+        for (unsigned char *p = (unsigned char *)why; *p; p++)
+            if (*p < 0x20 || *p == 0x7f)
+                *p = *p == '\n' || *p == '\r' || *p == '\t' ? ' ' : '?';
         int n = snprintf(line, sizeof(line), "error %s\n", why[0] ? why : strerror(-rc));
         ctl_send_all(j->fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1,
                      &deadline);

@@ -57,6 +57,34 @@ static const char *str_of(const cJSON *o, const char *k)
     return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
 }
 
+/* Copies src, every control character (C0, DEL, C1 as UTF-8) turned
+ * into '?': the server's free text reaches terminals (`memstorefs log`). */
+static void printable(char *dst, size_t len, const char *src)
+{
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p && k + 1 < len; p++) {
+        bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+        dst[k++] = *p < 0x20 || *p == 0x7f || c1 ? '?' : (char)*p;
+        if (c1)
+            p++;
+    }
+    dst[k] = '\0';
+}
+
+static bool has_control(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            return true;
+    return false;
+}
+
+/* An id as the API gives them: printed by `log`, sent back in URLs. */
+static bool id_ok(const char *id)
+{
+    return id && *id && strlen(id) <= 127 && !has_control(id);
+}
+
 /* One version item; 0, or -EPROTO (a bad item), or -ENOMEM. */
 static int parse_version(const cJSON *o, struct api_version *v)
 {
@@ -66,9 +94,8 @@ static int parse_version(const cJSON *o, struct api_version *v)
     const char *mid = str_of(o, "memory_id"), *op = str_of(o, "operation");
     const char *at = str_of(o, "created_at"), *path = str_of(o, "path");
     const char *sha = str_of(o, "content_sha256");
-    if (!cJSON_IsObject(o) || (type && strcmp(type, "memory_version") != 0) || !id || !*id ||
-        !mid || !*mid || strlen(id) > 127 || strlen(mid) > 127 || !op || !at ||
-        strlen(at) >= sizeof(v->created_at))
+    if (!cJSON_IsObject(o) || (type && strcmp(type, "memory_version") != 0) || !id_ok(id) ||
+        !id_ok(mid) || !op || !at || strlen(at) >= sizeof(v->created_at))
         return -EPROTO;
     if (strcmp(op, "created") == 0)
         v->op = API_OP_CREATED;
@@ -85,20 +112,22 @@ static int parse_version(const cJSON *o, struct api_version *v)
     const cJSON *red = cJSON_GetObjectItemCaseSensitive(o, "redacted_at");
     v->redacted = cJSON_IsString(red);
     if (v->redacted)
-        snprintf(v->redacted_at, sizeof(v->redacted_at), "%s", red->valuestring);
+        printable(v->redacted_at, sizeof(v->redacted_at), red->valuestring);
     /* Who wrote it: kept as given (an actor of a kind unknown here too). */
     const cJSON *by = cJSON_GetObjectItemCaseSensitive(o, "created_by");
     if (cJSON_IsObject(by) && str_of(by, "type")) {
         static const char *const keys[] = {"session_id", "api_key_id", "user_id",
                                            "service_account_id"};
-        snprintf(v->actor_type, sizeof(v->actor_type), "%s", str_of(by, "type"));
+        printable(v->actor_type, sizeof(v->actor_type), str_of(by, "type"));
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && !v->actor_id[0]; i++)
             if (str_of(by, keys[i]))
-                snprintf(v->actor_id, sizeof(v->actor_id), "%s", str_of(by, keys[i]));
+                printable(v->actor_id, sizeof(v->actor_id), str_of(by, keys[i]));
     }
     if (!v->redacted) {
-        /* A live version names where and what; a deletion keeps where. */
-        if (!path || path[0] != '/')
+        /* A live version names where and what; a deletion keeps where.
+         * A control character, which no memory path may hold, is a bad
+         * item (`log` prints paths to a terminal). */
+        if (!path || path[0] != '/' || has_control(path))
             return -EPROTO;
         if (v->op != API_OP_DELETED) {
             const cJSON *size = cJSON_GetObjectItemCaseSensitive(o, "content_size_bytes");

@@ -198,3 +198,40 @@ Test(api_history, a_version_whose_content_does_not_match_its_hash_is_refused)
     api_error_clear(&e);
     api_memory_clear(&m);
 }
+
+/* What `memstorefs log` prints to a terminal comes from the server: a
+ * path with a control character (an escape sequence) is a bad item, as
+ * no memory may have it; free text (who wrote it, when it was redacted)
+ * keeps no control character. */
+Test(api_history, control_characters_from_the_server_never_reach_a_terminal)
+{
+    char body[2000];
+    snprintf(body, sizeof(body),
+             "{\"action\":\"reply\",\"status\":200,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memory_versions\",\"body\":{\"data\":["
+             "{\"type\":\"memory_version\",\"id\":\"memver_a\",\"memory_id\":\"mem_a\","
+             "\"operation\":\"deleted\",\"path\":\"/x\\u001b]52;c;aGk=\\u0007.md\","
+             "\"created_at\":\"2026-01-01T00:00:00Z\",\"created_by\":null,\"redacted_at\":null},"
+             "{\"type\":\"memory_version\",\"id\":\"memver_b\\u001b[2J\",\"memory_id\":\"mem_b\","
+             "\"operation\":\"deleted\",\"path\":\"/y.md\","
+             "\"created_at\":\"2026-01-01T00:00:00Z\",\"created_by\":null,\"redacted_at\":null},"
+             "{\"type\":\"memory_version\",\"id\":\"memver_c\",\"memory_id\":\"mem_c\","
+             "\"operation\":\"deleted\",\"path\":\"/z.md\",\"created_at\":\"2026-01-01T00:00:00Z\","
+             "\"created_by\":{\"type\":\"api\\u001b[31m_actor\",\"api_key_id\":\"k\\u009b1\\r\"},"
+             "\"redacted_at\":\"2026\\u0007\"}],\"next_page\":null}}");
+    struct tresp r;
+    cr_assert_eq(t_admin(&srv, "POST", "/admin/faults", body, &r), 0);
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    tresp_free(&r);
+    struct api_vfilter f = {.operation = "deleted"};
+    struct api_versions v;
+    struct api_error e = {0};
+    cr_assert_eq(api_versions_list(cli, store, &f, 10, 1, &v, &e), 0, "%s", e.message);
+    cr_expect_eq(v.n_bad, 2, "%zu items with a control character were taken", 2 - v.n_bad);
+    cr_assert_eq(v.n, 1);
+    cr_expect_str_eq(v.items[0].actor_type, "api?[31m_actor");
+    cr_expect_str_eq(v.items[0].actor_id, "k?1?");
+    cr_expect_str_eq(v.items[0].redacted_at, "2026?");
+    api_versions_free(&v);
+    api_error_clear(&e);
+}

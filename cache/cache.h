@@ -391,6 +391,12 @@ int cache_mark_dirty(struct cache *c, uint64_t ino);
 int cache_unsettled_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);
 int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_node_fn fn,
                       void *arg);
+/* The changed files cache_dirty_files leaves out (a writer has not
+ * finished them), in no particular order: not pushed, but their place
+ * counts (a memory one holds is not free, a deletion at its path may be
+ * its file's). */
+int cache_waiting_files(struct cache *c, const char *store_id, bool final, cache_node_fn fn,
+                        void *arg);
 
 /* A memory deleted locally, to delete remotely. */
 struct cache_tombstone {
@@ -414,7 +420,9 @@ int cache_tombstone_rebase(struct cache *c, const char *store_id, const char *me
 /* Records that the store holds memory_id with content sha at path, as
  * ino's new baseline (an adoption: the file already has it).  The file
  * becomes clean only if its content and path are exactly those (a write
- * meanwhile keeps it dirty).  -ENOENT when the node does not exist. */
+ * meanwhile keeps it dirty).  -ENOENT when the node is not a live file
+ * (removed since the caller read it: the memory is the caller's to
+ * settle). */
 int cache_mark_synced(struct cache *c, uint64_t ino, const char *memory_id, const char *sha,
                       const char *path);
 
@@ -436,6 +444,9 @@ struct cache_sent {
      * as a blob while the record stands. */
     const char *content;
     size_t content_len;
+    /* cache_sent_add: the same upload was recorded already (sent before,
+     * its answer lost): what it meets may be its own earlier request. */
+    bool resent;
 };
 /* Records v[0..n) (ino, memory_id, path, sha) before they are sent, in one
  * transaction; fills each id.  An upload whose node was removed, or took

@@ -68,7 +68,12 @@ int cache_sent_add(struct cache *c, const char *store_id, struct cache_sent *v, 
         sqlite3_reset(still);
         sqlite3_bind_int64(still, 1, (sqlite3_int64)x->ino);
         sqlite3_bind_text(still, 2, x->node_id, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(still) != SQLITE_ROW) {
+        int s = sqlite3_step(still);
+        if (s != SQLITE_ROW && s != SQLITE_DONE) {
+            rc = db_fail(c, s, "check sent");
+            break;
+        }
+        if (s != SQLITE_ROW) {
             x->id = -1;
             continue;
         }
@@ -78,14 +83,15 @@ int cache_sent_add(struct cache *c, const char *store_id, struct cache_sent *v, 
         sqlite3_bind_text(find, 3, x->memory_id, -1, SQLITE_TRANSIENT);
         sqlite3_bind_text(find, 4, x->path ? x->path : "", -1, SQLITE_TRANSIENT);
         sqlite3_bind_text(find, 5, x->sha, -1, SQLITE_TRANSIENT);
-        int s = sqlite3_step(find);
+        s = sqlite3_step(find);
         if (s == SQLITE_ROW) {
             x->id = sqlite3_column_int64(find, 0);
+            x->resent = true;
             sqlite3_reset(touch);
             sqlite3_bind_int64(touch, 1, x->id);
             sqlite3_bind_int64(touch, 2, now);
-            if (sqlite3_step(touch) != SQLITE_DONE)
-                rc = db_fail(c, SQLITE_ERROR, "refresh sent");
+            if ((s = sqlite3_step(touch)) != SQLITE_DONE)
+                rc = db_fail(c, s, "refresh sent");
             continue;
         }
         if (s != SQLITE_DONE) {
@@ -470,10 +476,15 @@ int cache_mark_synced(struct cache *c, uint64_t ino, const char *memory_id, cons
 {
     db_lock(c);
     sqlite3_stmt *st;
-    int rc = db_prepare(c, "SELECT 1 FROM nodes WHERE ino = ? AND ino > 2 AND is_dir = 0", &st);
+    /* Only a live file: a memory given to a removed one (removed since
+     * the sync read it) came back into the mount with the next listing,
+     * its deletion never sent. */
+    int rc = db_prepare(c, "SELECT 1 FROM nodes WHERE ino = ? AND ino > 2 AND is_dir = 0"
+                           " AND unlinked = 0 AND parent IS NOT NULL", &st);
     if (!rc) {
         sqlite3_bind_int64(st, 1, (sqlite3_int64)ino);
-        rc = sqlite3_step(st) == SQLITE_ROW ? 0 : -ENOENT;
+        int s = sqlite3_step(st);
+        rc = s == SQLITE_ROW ? 0 : s == SQLITE_DONE ? -ENOENT : db_fail(c, s, "mark synced");
         db_finish(c, st);
     }
     if (!rc)

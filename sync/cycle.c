@@ -203,6 +203,8 @@ static int load_local(struct cycle *cy)
     const char *id = cy->st->id;
     int rc = cache_dirty_files(s->c, id, cy->final, collect, &cy->files);
     if (!rc)
+        rc = cache_waiting_files(s->c, id, cy->final, collect, &cy->waiting);
+    if (!rc)
         rc = cache_tombstones(s->c, id, &cy->tombs.v, &cy->tombs.n);
     return rc;
 }
@@ -483,6 +485,7 @@ out:
     pthread_mutex_unlock(&st->cycle_lock);
     plan_free(&cy.plan);
     files_free(&cy.files);
+    files_free(&cy.waiting);
     cache_tombstones_free(cy.tombs.v, cy.tombs.n);
     cache_sent_free(cy.sent.v, cy.sent.n);
     feed_read_free(&fr);

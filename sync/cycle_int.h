@@ -39,6 +39,7 @@ struct job {
     char tomb_id[CACHE_ID_MAX]; /* the tombstone this write takes over, or "" */
     char node_id[CACHE_ID_MAX]; /* the file's memory when planned ("" for none) */
     int64_t sent_id;            /* its cache_sent record while it is out */
+    bool resent;                /* that record was there: sent before, answer lost */
 };
 
 struct plan {
@@ -71,6 +72,7 @@ struct cycle {
     bool final;         /* the last sync before the writers go (unmount, flush) */
     struct remote r;
     struct files files;
+    struct files waiting; /* changed files a writer has not finished: not pushed */
     struct tombs tombs;
     struct sents sent;
     bool continuing;      /* the last sync of the store left a backlog */

@@ -112,22 +112,40 @@ static const struct cache_tombstone *taken_over(const struct remote *r, const st
     return NULL;
 }
 
-static bool tomb_taken(const struct remote *r, const struct files *f,
-                       const struct cache_tombstone *t)
+static bool new_file_at(const struct files *f, const char *path)
 {
-    for (size_t i = 0; takeable(r, t) && i < f->n; i++)
-        if (!f->v[i].n.memory_id[0] && strcmp(f->v[i].n.path, t->base_path) == 0)
+    for (size_t i = 0; i < f->n; i++)
+        if (!f->v[i].n.memory_id[0] && strcmp(f->v[i].n.path, path) == 0)
             return true;
     return false;
 }
 
-/* Another local file (renamed away from its baseline path) holds memory id. */
-static bool owned_elsewhere(const struct files *f, const char *id, uint64_t ino)
+/* Whether a file never synced at tombstone t's path takes its memory
+ * over: one to push now, or (but at the final sync, after which a file
+ * not finished is not pushed) one a writer has not finished yet, which
+ * takes it once saved (a deletion sent meanwhile ended the memory's
+ * history for a new one). */
+static bool tomb_taken(const struct cycle *cy, const struct cache_tombstone *t)
+{
+    return takeable(&cy->r, t) &&
+           (new_file_at(&cy->files, t->base_path) ||
+            (!cy->final && new_file_at(&cy->waiting, t->base_path)));
+}
+
+static bool holds(const struct files *f, const char *id, uint64_t ino)
 {
     for (size_t i = 0; i < f->n; i++)
         if (f->v[i].n.ino != ino && f->v[i].n.memory_id[0] && strcmp(f->v[i].n.memory_id, id) == 0)
             return true;
     return false;
+}
+
+/* Another local file (renamed away from its baseline path) holds memory
+ * id: one to push, or one a writer still holds open, whose rename waits
+ * for it. */
+static bool owned_elsewhere(const struct cycle *cy, const char *id, uint64_t ino)
+{
+    return holds(&cy->files, id, ino) || holds(&cy->waiting, id, ino);
 }
 
 /* Memory R holds the bytes of a create whose answer was lost, sent for
@@ -213,7 +231,7 @@ static int plan_tombstones(struct cycle *cy)
     int rc = 0;
     for (size_t i = 0; i < cy->tombs.n && !rc; i++) {
         const struct cache_tombstone *t = &cy->tombs.v[i];
-        if (tomb_taken(&cy->r, &cy->files, t))
+        if (tomb_taken(cy, t))
             continue; /* a new file at its path updates the memory (plan_file) */
         const struct cache_remote *rm = remote_find_id(&cy->r, t->memory_id);
         const struct cache_sent *sent = sent_match(&cy->sent, t->memory_id, 0, rm);
@@ -297,7 +315,7 @@ static const struct cache_remote *remote_of_new(struct cycle *cy, const struct c
             continue;
         const struct cache_remote *at = remote_find_path(&cy->r, x->path);
         if (at && strcmp(at->sha, x->sha) == 0 &&
-            !owned_elsewhere(&cy->files, at->memory_id, n->ino) &&
+            !owned_elsewhere(cy, at->memory_id, n->ino) &&
             !cache_memory_known(cy->s->c, cy->st->id, at->memory_id)) {
             *sent = x;
             return at;
@@ -333,7 +351,7 @@ static int plan_file(struct cycle *cy, struct file *f)
         sent = sent_match(&cy->sent, base_id, n->ino, rm);
         const struct cache_remote *at = rm || tk || !n->sha[0] ? NULL
                                                                : remote_find_path(&cy->r, n->path);
-        if (at && !owned_elsewhere(&cy->files, at->memory_id, n->ino)) {
+        if (at && !owned_elsewhere(cy, at->memory_id, n->ino)) {
             /* The file's memory is gone from the store and another holds
              * its path (removed and written anew by another client): the
              * path changed on both sides, decided as for a file never
@@ -352,7 +370,7 @@ static int plan_file(struct cycle *cy, struct file *f)
      * frees the path: the rename goes out first (push.c), then the create.
      * Not a conflict. */
     if (rm && !base_id[0] &&
-        (owned_elsewhere(&cy->files, rm->memory_id, n->ino) ||
+        (owned_elsewhere(cy, rm->memory_id, n->ino) ||
          (!sent && lost_upload_of_other(&cy->sent, rm, n->ino))))
         rm = NULL, sent = NULL;
     struct rec_in in = {
@@ -375,8 +393,16 @@ static int plan_file(struct cycle *cy, struct file *f)
         /* The store holds our upload: it is the file's baseline from now
          * on, whatever else this sync decides. */
         rc = cache_mark_synced(s->c, n->ino, o.base_id, o.base_sha, o.base_path);
+        if (rc == -ENOENT) {
+            /* Removed since this sync read it: the memory our upload made
+             * has no file, and goes as the removal would have made it go. */
+            log_info("an upload whose answer was lost reached the store after its file was "
+                     "removed; recording it as deleted", "memory_store_id", st->id, "path",
+                     n->path, "memory_id", o.base_id);
+            return cache_orphan(s->c, st->id, o.base_id, o.base_sha, o.base_path);
+        }
         if (rc)
-            return rc == -ENOENT ? 0 : rc;
+            return rc;
         /* Later files of this sync see the memory owned (owned_elsewhere),
          * at the adopted version (a rename cycle through this file checks
          * its memory against that baseline, remote_unchanged). */
@@ -467,14 +493,20 @@ static int plan_file(struct cycle *cy, struct file *f)
         break;
     }
     case REC_ADOPT:
+        /* A file removed since this sync read it adopts nothing: the
+         * deletion it took over stays, to be sent. */
         rc = cache_mark_synced(s->c, n->ino, rm->memory_id, rm->sha, rm->path);
         if (!rc && tk)
             rc = cache_tombstone_drop(s->c, st->id, tk->memory_id);
+        if (rc == -ENOENT)
+            rc = 0;
         break;
     case REC_NOTHING:
         /* Dirty but equal to the baseline (e.g. written back to it). */
         if (n->memory_id[0])
             rc = cache_mark_synced(s->c, n->ino, n->memory_id, n->base_sha, n->base_path);
+        if (rc == -ENOENT)
+            rc = 0; /* removed meanwhile: its tombstone says the rest */
         break;
     case REC_PULL:
     case REC_CONFLICT_PULL:

@@ -66,8 +66,10 @@ static void record_sent(struct cycle *cy, const struct job **jv, size_t n)
     } else {
         k = 0;
         for (size_t i = 0; i < n; i++)
-            if (jv[i]->ino)
+            if (jv[i]->ino) {
+                ((struct job *)jv[i])->resent = v[k].resent;
                 ((struct job *)jv[i])->sent_id = v[k++].id;
+            }
     }
     free(v);
 }
@@ -134,11 +136,17 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
     struct syncer_report *rep = &cy->rep;
     const struct cache_remote *named =
         w->err == -EEXIST ? remote_find_id(&cy->r, w->e.conflicting_memory_id) : NULL;
+    /* The same upload sent by an earlier round whose answers were all lost
+     * counts as an earlier attempt: a round going on with a backlog
+     * decides against the cache, where what it made does not show, and
+     * sends it again (taken for another client's, its record went, and
+     * an edit made before the next read lost to the store). */
+    int attempts = w->attempts + (j->resent ? 1 : 0);
     /* A create whose first request applied but whose answer was lost meets,
      * on its retry, the memory it made itself: newer than the listing, so
      * ask for it, to recognise our own bytes instead of a conflict. */
     struct api_fetch own = {0};
-    if (w->err == -EEXIST && !named && w->attempts > 1 && w->e.conflicting_memory_id[0] &&
+    if (w->err == -EEXIST && !named && attempts > 1 && w->e.conflicting_memory_id[0] &&
         j->action != REC_UPDATE) {
         own.memory_id = w->e.conflicting_memory_id;
         api_memories_fetch(s->h, st->id, &own, 1);
@@ -150,7 +158,7 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
         named = &fetched;
     }
     struct rec_write rw = {
-        .action = j->action, .err = w->err, .attempts = w->attempts, .path = j->path,
+        .action = j->action, .err = w->err, .attempts = attempts, .path = j->path,
         .sha = j->sha,
         .conflict_path = named ? named->path : w->e.conflicting_path,
         .conflict_sha = named ? named->sha : NULL,

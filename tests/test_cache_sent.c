@@ -241,6 +241,26 @@ Test(cache_sent, an_answer_for_a_removed_file_is_a_deletion_with_the_mode)
     cnode_clear(&f);
 }
 
+/* A file removed after the sync read it adopts no memory: given to the
+ * removed node, the memory kept no file and no deletion, and the next
+ * listing brought it back into the mount. */
+Test(cache_sent, a_removed_file_adopts_no_memory)
+{
+    struct cnode f;
+    cr_assert_eq(cache_create(C, root, "n.md", false, 1, &f), 0);
+    char sha[65];
+    cr_assert_eq(cache_set_content(C, f.ino, "n", 1, 1, sha), 0);
+    cr_assert_eq(cache_unlink(C, root, "n.md", false, NULL), 0);
+    cr_expect_eq(cache_mark_synced(C, f.ino, "mem_n", sha, "/n.md"), -ENOENT);
+    struct cnode g = node(f.ino);
+    cr_expect_str_eq(g.memory_id, "", "the removed file took memory %s", g.memory_id);
+    cnode_clear(&g);
+    cnode_clear(&f);
+    /* A live one does. */
+    uint64_t b = ino_at("b.md");
+    cr_expect_eq(cache_mark_synced(C, b, "mem_b", sha_b, "/b.md"), 0);
+}
+
 /* A create answered with the id another file has is refused. */
 Test(cache_sent, an_answer_naming_another_files_memory_is_refused)
 {

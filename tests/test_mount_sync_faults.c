@@ -411,3 +411,67 @@ Test(mount_sync_faults, a_lost_answer_over_an_hour_old_still_settles_at_the_next
                  "a false conflict was logged");
     free(u_id);
 }
+
+/* A create whose every attempt lost its answer, then a round that goes on
+ * with a push backlog: it decides against the cache, where the memory the
+ * create made does not show, and sends the create again.  That send meets
+ * the memory at its path (409): our own earlier upload, not another
+ * client's.  Before, the lost create's record was dropped there, and an
+ * edit made before the next read of the store lost to the store (a
+ * conflict record; the store kept the first upload). */
+Test(mount_sync_faults, a_lost_create_sent_again_by_a_backlog_round_keeps_its_record)
+{
+    /* Rounds only when asked for (and the backlog's, at once). */
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount %s", mnt), 0, "%s", out);
+    free(out);
+    sy_mount(false, "--sync-interval 3600");
+    /* 160 synced files: editing all of them is more than one round's slice. */
+    cr_assert_eq(sy_run(NULL, "i=100; while [ $i -lt 260 ]; do echo v1 > b$i.md; i=$((i+1));"
+                              " done"), 0);
+    for (int i = 0; i < 4 && sy_run(NULL, "$MFS sync --wait . >/dev/null 2>&1") != 0; i++)
+        ;
+    cr_assert(sy_wait_clean(WITHIN), "still pending: %d", sy_pending());
+    long n0 = t_route_count(&E.msd, CREATE_ROUTE);
+    /* The next create commits and loses its answer; its resend meets its
+     * own memory, which cannot be read to recognise it: its record stays
+     * for the next read of the store. */
+    sy_fault("{\"action\":\"drop_after_commit\",\"count\":1,\"method\":\"POST\","
+             "\"path\":\"/v1/memory_stores/*/memories\"}");
+    sy_fault("{\"action\":\"status\",\"status\":503,\"count\":0,\"method\":\"GET\","
+             "\"path\":\"/v1/memory_stores/*/memories/*\"}");
+    cr_assert_eq(sy_run(NULL, "echo new > a0.md; i=100; while [ $i -lt 260 ]; do "
+                              "echo v2 > b$i.md; i=$((i+1)); done; $MFS sync . >/dev/null"), 0);
+    /* The round after (the backlog's) sends it once more, with the last
+     * of the edits. */
+    int edited = 0;
+    for (int i = 0; i < WITHIN * 4 && edited < 160; i++) {
+        usleep(250 * 1000);
+        cJSON *l = sy_list();
+        const cJSON *it;
+        edited = 0;
+        cJSON_ArrayForEach(it, l)
+        {
+            const char *p = tj_str(it, "path"), *c = tj_str(it, "content");
+            edited += p && c && strncmp(p, "/b", 2) == 0 && strcmp(c, "v2\n") == 0;
+        }
+        cJSON_Delete(l);
+    }
+    cr_assert_eq(edited, 160, "the backlog was not pushed");
+    cr_assert_geq(t_route_count(&E.msd, CREATE_ROUTE), n0 + 3, "the create was not sent again: %ld", t_route_count(&E.msd, CREATE_ROUTE) - n0);
+    sleep(1); /* its answer is recorded */
+    sy_clear_faults();
+    cr_assert_eq(sy_run(NULL, "echo edit >> a0.md"), 0);
+    for (int i = 0; i < 4 && sy_run(NULL, "$MFS sync --wait . >/dev/null 2>&1") != 0; i++)
+        ;
+    char *got = sy_content("/a0.md");
+    cr_expect_str_eq(got ? got : "(none)", "new\nedit\n", "the edit did not reach the store");
+    free(got);
+    sy_run(&out, "cat a0.md");
+    cr_expect_str_eq(out ? out : "", "new\nedit\n", "the local edit was reverted");
+    free(out);
+    char *k = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(k, "0", "a false conflict was recorded");
+    free(k);
+    cr_expect_eq(sy_count_versions(NULL, "created"), 162, "a memory was created twice");
+}

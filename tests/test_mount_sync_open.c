@@ -333,3 +333,59 @@ Test(mount_sync_open, sync_wait_names_a_file_another_writer_holds_open)
     cr_expect(sy_wait_server(want, WITHIN, &last), "f.md was not pushed: %s", last);
     free(last);
 }
+
+/* A file saved by one writer while another holds it open is held: no
+ * periodic sync pushes it, its rename included.  Renamed away, it still
+ * owns its memory, which the store lists at the path it left: a new file
+ * written there waits for that rename (the create is refused until then);
+ * it is not a file that met another memory at its path, which the store
+ * wins (the new file went, its bytes only in a conflict record). */
+Test(mount_sync_open, a_new_file_at_the_path_a_held_file_left_waits_for_it)
+{
+    sy_after_sync();
+    char *out = NULL;
+    int rc = sy_run(&out, "exec 3>>f.md; echo more >> f.md; mv f.md g.md; echo new > f.md; "
+                          "$MFS sync --wait . >/dev/null 2>&1; echo \"rc=$?\"; cat f.md 2>&1;"
+                          " exec 3>&-");
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "rc=3"), "the held rename was not left pending: %s", out);
+    cr_expect(strstr(out, "new\n"), "the new file went: %s", out);
+    free(out);
+    char *n = mnt_q(&E, "SELECT count(*) FROM conflicts");
+    cr_expect_str_eq(n, "0", "the new file was taken for a conflict");
+    free(n);
+    /* Its writer gone, the rename goes out, then the create. */
+    rc = sy_run(&out, "$MFS sync --wait . 2>&1 || $MFS sync --wait . 2>&1");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    const char *const want[] = {"/f.md", "new\n", "/g.md", "v1\nmore\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store differs: %s", last);
+    free(last);
+}
+
+/* rm, then a new file at the path, still open when a sync comes: the new
+ * file takes the memory over once closed (an update, docs/sync.md), the
+ * deletion is not sent meanwhile (the memory's history ended, a new one
+ * began). */
+Test(mount_sync_open, a_file_made_again_and_held_open_takes_its_memory_over)
+{
+    sy_after_sync();
+    cJSON *l = sy_list();
+    char *was = strdup(tj_str(sy_find(l, "/f.md"), "id"));
+    cJSON_Delete(l);
+    char *out = NULL;
+    int rc = sy_run(&out, "rm f.md; exec 3>f.md; echo again >&3; $MFS sync --wait . 2>&1;"
+                          " exec 3>&-; $MFS sync --wait . 2>&1");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    const char *const want[] = {"/f.md", "again\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store differs: %s", last);
+    free(last);
+    l = sy_list();
+    const char *now = tj_str(sy_find(l, "/f.md"), "id");
+    cr_expect(now && strcmp(now, was) == 0, "f.md is memory %s, was %s", now ? now : "-", was);
+    cJSON_Delete(l);
+    free(was);
+}

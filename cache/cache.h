@@ -305,8 +305,10 @@ int cache_create_open_then(struct cache *c, uint64_t parent, const char *name, i
 
 /* Removes parent/name: a file (-EISDIR for a directory) or, with is_dir,
  * an empty directory (-ENOTDIR, -ENOTEMPTY).  A file that was synced
- * leaves a tombstone.  The node stays readable by ino (unlinked) until the
- * next cache_open.  *ino (may be NULL) gets the removed node's number. */
+ * leaves a tombstone.  The node stays readable by ino (unlinked) while
+ * the kernel may use it: the collector frees its content once nothing here
+ * holds it open, and the store's next attach drops the row.  *ino (may be
+ * NULL) gets the removed node's number. */
 int cache_unlink(struct cache *c, uint64_t parent, const char *name, bool is_dir,
                  uint64_t *ino);
 /* cache_unlink of the file at parent/name only while it is node ino;
@@ -391,12 +393,12 @@ int cache_mark_dirty(struct cache *c, uint64_t ino);
 int cache_unsettled_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);
 int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_node_fn fn,
                       void *arg);
-/* The changed files cache_dirty_files leaves out (a writer has not
- * finished them), in no particular order: not pushed, but their place
- * counts (a memory one holds is not free, a deletion at its path may be
- * its file's). */
-int cache_waiting_files(struct cache *c, const char *store_id, bool final, cache_node_fn fn,
-                        void *arg);
+/* Every changed live file (dirty or refused), whatever its saved state
+ * (cnode.unsaved), in path order, in one read: the sync pushes those a
+ * writer finished, and the others keep their place in its decisions (a
+ * memory one holds is not free, a deletion at its path may be its
+ * file's); two reads let a file saved between them be in neither. */
+int cache_changed_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);
 
 /* A memory deleted locally, to delete remotely. */
 struct cache_tombstone {

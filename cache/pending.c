@@ -36,17 +36,17 @@ out:
     return rc;
 }
 
-int cache_waiting_files(struct cache *c, const char *store_id, bool final, cache_node_fn fn,
-                        void *arg)
+int cache_changed_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)
 {
     sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ?1 AND is_dir = 0"
-                           " AND state IN (1, 2) AND unsaved <> 0 AND NOT (?2 AND unsaved = 2)"
-                           " AND unlinked = 0 AND parent IS NOT NULL", &st);
+    int rc = db_apply_saved(c);
+    if (!rc)
+        rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
+                               " AND state IN (1, 2) AND unlinked = 0 AND parent IS NOT NULL"
+                               " ORDER BY path", &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int(st, 2, final);
         rc = db_each_node(c, st, fn, arg);
     }
     db_unlock(c);

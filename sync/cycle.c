@@ -196,14 +196,21 @@ bool cycle_listing_missed(struct syncer *s, struct sstore *st, const struct cach
     return missed;
 }
 
+/* A changed file into the files to push (content a writer finished; at
+ * the final sync, held content too) or the ones that wait. */
+static int sort_changed(void *arg, const struct cnode *n)
+{
+    struct cycle *cy = arg;
+    bool push = n->unsaved == CACHE_SAVED || (cy->final && n->unsaved == CACHE_HELD);
+    return collect(push ? &cy->files : &cy->waiting, n);
+}
+
 /* Reloads what the decisions read from the cache. */
 static int load_local(struct cycle *cy)
 {
     struct syncer *s = cy->s;
     const char *id = cy->st->id;
-    int rc = cache_dirty_files(s->c, id, cy->final, collect, &cy->files);
-    if (!rc)
-        rc = cache_waiting_files(s->c, id, cy->final, collect, &cy->waiting);
+    int rc = cache_changed_files(s->c, id, sort_changed, cy);
     if (!rc)
         rc = cache_tombstones(s->c, id, &cy->tombs.v, &cy->tombs.n);
     return rc;

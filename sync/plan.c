@@ -389,20 +389,19 @@ static int plan_file(struct cycle *cy, struct file *f)
     say(st, &o, n->path, n->sha);
     int rc = 0;
     if (o.adopted_sent) {
-        sent_settled(cy, sent);
         /* The store holds our upload: it is the file's baseline from now
          * on, whatever else this sync decides. */
         rc = cache_mark_synced(s->c, n->ino, o.base_id, o.base_sha, o.base_path);
         if (rc == -ENOENT) {
-            /* Removed since this sync read it: the memory our upload made
-             * has no file, and goes as the removal would have made it go. */
-            log_info("an upload whose answer was lost reached the store after its file was "
-                     "removed; recording it as deleted", "memory_store_id", st->id, "path",
-                     n->path, "memory_id", o.base_id);
-            return cache_orphan(s->c, st->id, o.base_id, o.base_sha, o.base_path);
+            /* Removed or replaced (an atomic save) since this sync read
+             * it: the record stays, and follows the file that took the
+             * memory, if one did; else the next read of the store records
+             * a create's memory as deleted (settle_lost_creates). */
+            return 0;
         }
         if (rc)
             return rc;
+        sent_settled(cy, sent);
         /* Later files of this sync see the memory owned (owned_elsewhere),
          * at the adopted version (a rename cycle through this file checks
          * its memory against that baseline, remote_unchanged). */

@@ -165,6 +165,11 @@ static void record_result(struct cycle *cy, const struct job *j, struct api_writ
     };
     struct rec_result res;
     rec_classify(&rw, &res);
+    /* A resent update refused on its precondition met our own lost one,
+     * or another client's edit: the next read lists in full, as for the
+     * store winning (the feed may have named that edit already). */
+    if (j->resent && w->err == -ESTALE)
+        st->feed.want_full = true;
     const char *path = j->where ? j->where : j->path ? j->path : "";
     /* A path the server's memories keep in conflict is tried at every
      * sync: said once per mount for the same file and content. */

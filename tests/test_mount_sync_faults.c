@@ -445,7 +445,7 @@ Test(mount_sync_faults, a_lost_create_sent_again_by_a_backlog_round_keeps_its_re
     /* The round after (the backlog's) sends it once more, with the last
      * of the edits. */
     int edited = 0;
-    for (int i = 0; i < WITHIN * 4 && edited < 160; i++) {
+    for (int i = 0; i < WITHIN * 12 && edited < 160; i++) {
         usleep(250 * 1000);
         cJSON *l = sy_list();
         const cJSON *it;
@@ -459,7 +459,7 @@ Test(mount_sync_faults, a_lost_create_sent_again_by_a_backlog_round_keeps_its_re
     }
     cr_assert_eq(edited, 160, "the backlog was not pushed");
     cr_assert_geq(t_route_count(&E.msd, CREATE_ROUTE), n0 + 3, "the create was not sent again: %ld", t_route_count(&E.msd, CREATE_ROUTE) - n0);
-    sleep(1); /* its answer is recorded */
+    sleep(2); /* its answer is recorded (the same batch's, moments after) */
     sy_clear_faults();
     cr_assert_eq(sy_run(NULL, "echo edit >> a0.md"), 0);
     for (int i = 0; i < 4 && sy_run(NULL, "$MFS sync --wait . >/dev/null 2>&1") != 0; i++)

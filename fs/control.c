@@ -236,7 +236,8 @@ static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *in
 {
     struct unmount_ctx *u = arg;
     /* The mount point as the session named it, or its parent resolved. */
-    if (u->path && rt_mount_prefix(info, u->path) != strlen(u->path))
+    size_t k = u->path ? rt_mount_prefix(info, u->path) : 0;
+    if (u->path && (!k || k != strlen(u->path)))
         return 0;
     u->found++;
     if (!alive) {
@@ -294,6 +295,13 @@ int control_unmount(int argc, char **argv)
     }
     for (int i = first; i < argc; i++) {
         char path[4096];
+        if (argv[i][0] != '/') {
+            /* "" (an unset variable) or a relative path names no mount. */
+            fprintf(stderr, "memstorefs: '%s' is not an absolute path; give the mount path "
+                            "(memstorefs status lists them)\n", argv[i]);
+            status = 1;
+            continue;
+        }
         snprintf(path, sizeof(path), "%s", argv[i]);
         size_t n = strlen(path);
         while (n > 1 && path[n - 1] == '/')

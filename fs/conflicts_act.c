@@ -25,19 +25,17 @@
 #include "runtime.h"
 
 int conflict_current(struct cache *c, const char *store_id, const struct cache_conflict *k,
-                     char **cur, size_t *cur_len, char *cur_path, size_t pathlen)
+                     char **cur, size_t *cur_len, char *cur_path, size_t pathlen,
+                     char other[CACHE_ID_MAX])
 {
     *cur = NULL;
     *cur_len = 0;
-    cur_path[0] = '\0';
+    cur_path[0] = other[0] = '\0';
     struct cnode n;
     int rc = k->memory_id[0] ? cache_file_of_memory(c, store_id, k->memory_id, &n) : -ENOENT;
     if (rc == -ENOENT) {
-        /* At the record's path, a file never synced or the record's own:
-         * another memory's file there is not the record's file (restore
-         * refuses to write into it), so there is none. */
         rc = cache_node_at(c, store_id, k->path, &n);
-        if (!rc && (n.is_dir || (n.memory_id[0] && strcmp(n.memory_id, k->memory_id) != 0))) {
+        if (!rc && n.is_dir) {
             cnode_clear(&n);
             rc = -ENOENT;
         }
@@ -47,12 +45,24 @@ int conflict_current(struct cache *c, const char *store_id, const struct cache_c
     if (rc)
         return rc;
     snprintf(cur_path, pathlen, "%s", n.path);
+    if (n.memory_id[0] && strcmp(n.memory_id, k->memory_id) != 0)
+        snprintf(other, CACHE_ID_MAX, "%s", n.memory_id);
     if (!n.sha[0])
         rc = (*cur = strdup("")) ? 0 : -ENOMEM;
     else
         rc = cache_blob_get(c, n.sha, cur, cur_len);
     cnode_clear(&n);
     return rc == -ENOENT ? -ENODATA : rc;
+}
+
+void conflict_label(char *buf, size_t len, const char *mount, const char *path,
+                    const char *other)
+{
+    if (other[0])
+        snprintf(buf, len, "%s%s (memory %s's file, not the record's: conflicts restore does "
+                 "not write into it)", mount, path, other);
+    else
+        snprintf(buf, len, "%s%s", mount, path);
 }
 
 struct daemons {
@@ -170,7 +180,7 @@ static int diff_from_cache(const char *idstr, long long id, const char *cache_di
         return 1;
     }
     struct cache_conflict k;
-    char store[CACHE_ID_MAX], cur_path[4200];
+    char store[CACHE_ID_MAX], cur_path[4200], other[CACHE_ID_MAX], label[4600];
     char *lost = NULL, *cur = NULL;
     size_t lost_len = 0, cur_len = 0;
     int status = 1;
@@ -181,11 +191,13 @@ static int diff_from_cache(const char *idstr, long long id, const char *cache_di
         fprintf(stderr, "memstorefs conflicts: the content of conflict %s is not in the cache\n",
                 idstr);
     if (!rc && (rc = conflict_current(c, store, &k, &cur, &cur_len, cur_path,
-                                      sizeof(cur_path))))
+                                      sizeof(cur_path), other)))
         fprintf(stderr, "memstorefs conflicts: the current content of %s is not in the cache "
                         "(mount the store to read it)\n", cur_path);
-    if (!rc)
-        status = show_diff(idstr, k.path, lost, lost_len, cur_path, cur, cur_len);
+    if (!rc) {
+        conflict_label(label, sizeof(label), "", cur_path, other);
+        status = show_diff(idstr, k.path, lost, lost_len, label, cur, cur_len);
+    }
     free(lost);
     free(cur);
     if (k.path)

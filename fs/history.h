@@ -51,10 +51,16 @@ int hist_take_data(const char **p, const char *end, const char **bytes, size_t *
 int conflicts_act(const char *cmd, const char *id, const char *cache_dir);
 /* What a conflict record is diffed against: the file that has its memory
  * now, or the file at its path.  *cur (malloc'd, NULL when there is no
- * such file: cur_path ""), cur_path (the memory path of that file).
- * -ENODATA when the file's content is not in the cache. */
+ * such file: cur_path ""), cur_path (the memory path of that file), other
+ * (the memory of that file when it is another memory's, which restore
+ * does not write into; "" else).  -ENODATA when the file's content is not
+ * in the cache. */
 int conflict_current(struct cache *c, const char *store_id, const struct cache_conflict *k,
-                     char **cur, size_t *cur_len, char *cur_path, size_t pathlen);
+                     char **cur, size_t *cur_len, char *cur_path, size_t pathlen,
+                     char other[CACHE_ID_MAX]);
+/* The diff's label of that file: mount + path, and what other means. */
+void conflict_label(char *buf, size_t len, const char *mount, const char *path,
+                    const char *other);
 
 /* ---- the daemon (histserve.c) ---- */
 

@@ -419,7 +419,7 @@ static int do_conflict_find(struct job *j, FILE *out, char *why, size_t whylen)
 static int do_conflict_diff(struct job *j, FILE *out, char *why, size_t whylen)
 {
     struct cache_conflict k;
-    char store[CACHE_ID_MAX], cur_path[4200] = "";
+    char store[CACHE_ID_MAX], cur_path[4200] = "", other[CACHE_ID_MAX] = "";
     int rc = get_conflict(j, &k, store, why, whylen);
     if (rc)
         return rc;
@@ -430,14 +430,14 @@ static int do_conflict_diff(struct job *j, FILE *out, char *why, size_t whylen)
         snprintf(why, whylen, "the content of conflict %s is not in the cache", j->f[1]);
     if (!rc) {
         rc = conflict_current(j->d->cache, store, &k, &cur, &cur_len, cur_path,
-                              sizeof(cur_path));
+                              sizeof(cur_path), other);
         struct fs_store *s = store_by_id(j->d, store);
         struct cnode n;
         if (rc == -ENODATA && s && cache_node_at(j->d->cache, store, cur_path, &n) == 0) {
             /* Not downloaded yet: as an open would, fetch it. */
             if (syncer_fetch(j->d->sync, s->sync_idx, n.memory_id, n.sha, true) == 0)
                 rc = conflict_current(j->d->cache, store, &k, &cur, &cur_len, cur_path,
-                                      sizeof(cur_path));
+                                      sizeof(cur_path), other);
             cnode_clear(&n);
         }
         if (rc)
@@ -447,8 +447,10 @@ static int do_conflict_diff(struct job *j, FILE *out, char *why, size_t whylen)
     if (!rc) {
         struct fs_store *s = store_by_id(j->d, store);
         fprintf(out, "path %s%s\n", s ? s->mount_path : "", k.path);
-        fprintf(out, "current %s%s\n", cur ? (s ? s->mount_path : "") : "",
-                cur ? cur_path : "-");
+        char label[4600] = "-";
+        if (cur)
+            conflict_label(label, sizeof(label), s ? s->mount_path : "", cur_path, other);
+        fprintf(out, "current %s\n", label);
         fprintf(out, "data %zu\n", lost_len);
         fwrite(lost, 1, lost_len, out);
         fprintf(out, "\ndata %zu\n", cur_len);
@@ -573,9 +575,12 @@ static void *job_main(void *arg)
         char line[1300];
         /* The reason may quote the server (its error's message): one
          * line, nothing a terminal acts on. */
-        for (unsigned char *p = (unsigned char *)why; *p; p++)
-            if (*p < 0x20 || *p == 0x7f)
+        for (unsigned char *p = (unsigned char *)why; *p; p++) {
+            if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* C1 as UTF-8 */
+                p[0] = p[1] = '?';
+            else if (*p < 0x20 || *p == 0x7f)
                 *p = *p == '\n' || *p == '\r' || *p == '\t' ? ' ' : '?';
+        }
         int n = snprintf(line, sizeof(line), "error %s\n", why[0] ? why : strerror(-rc));
         ctl_send_all(j->fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1,
                      &deadline);

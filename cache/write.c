@@ -45,7 +45,13 @@
  *                     exists remotely.  Over an empty directory: it goes.
  *  cache_unlink       a synced file leaves a tombstone; every node removed
  *                     is unlinked with memory_id cleared (identity lives in
- *                     exactly one place: a live node or a tombstone).
+ *                     exactly one place: a live node or a tombstone).  The
+ *                     exception is the store's: a node the apply of a
+ *                     listing unlinks (the memory is gone remotely) keeps
+ *                     its memory_id, which content.c and journal.c read to
+ *                     tell a sync's removal from the user's; no live node
+ *                     or tombstone takes it, and cache_mark_synced never
+ *                     gives a memory to an unlinked node.
  *  A directory left empty by an unlink or a rename away is marked kept
  *  (state 1), as a local filesystem keeps it; the store root never is.
  *

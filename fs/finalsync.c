@@ -67,6 +67,11 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n)
      * flush timeout); past it, their edits are kept as records (memstorefs
      * conflicts) and the final sync pushes their last saved state. */
     struct final_job j = {d, v, n};
+    /* The flush timeout bounds the whole: the grace is spent from it (it
+     * came on top, and an unmount took 10% longer than it said). */
+    struct timespec until; /* monotonic: a step of the wall clock stretches nothing */
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += d->flush_timeout;
     int64_t grace_ms = (int64_t)d->flush_timeout * 100;
     for (int64_t waited = 0; waited < grace_ms && ofile_unsaved_count(of_these, &j) > 0;
          waited += 100)
@@ -86,9 +91,6 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n)
     if (pthread_create(&t, NULL, final_main, &j) != 0) {
         final_main(&j);
     } else {
-        struct timespec until; /* monotonic: a step of the wall clock stretches nothing */
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += d->flush_timeout;
         if (pthread_clockjoin_np(t, NULL, CLOCK_MONOTONIC, &until) != 0) {
             char secs[32];
             snprintf(secs, sizeof(secs), "%d", d->flush_timeout);

@@ -279,7 +279,7 @@ int api_memories_write(struct http_client *c, const char *store_id, struct api_w
     struct jbuf *paths = NULL, *bodies = NULL;
     size_t *idx = NULL;
     if (!api_id_ok(store_id)) {
-        rc = -EINVAL;
+        rc = -ENXIO; /* the batch's, not a refusal of any write's content */
         goto out;
     }
     calls = calloc(n, sizeof(*calls));

@@ -95,7 +95,7 @@ static int parse_version(const cJSON *o, struct api_version *v)
     const char *at = str_of(o, "created_at"), *path = str_of(o, "path");
     const char *sha = str_of(o, "content_sha256");
     if (!cJSON_IsObject(o) || (type && strcmp(type, "memory_version") != 0) || !id_ok(id) ||
-        !id_ok(mid) || !op || !at || strlen(at) >= sizeof(v->created_at))
+        !id_ok(mid) || !op || !at || strlen(at) >= sizeof(v->created_at) || has_control(at))
         return -EPROTO;
     if (strcmp(op, "created") == 0)
         v->op = API_OP_CREATED;

@@ -324,6 +324,51 @@ static const struct cache_remote *remote_of_new(struct cycle *cy, const struct c
     return NULL;
 }
 
+/* Whether node ino is a live file. */
+static bool live(struct cycle *cy, uint64_t ino)
+{
+    struct cnode x;
+    if (!ino || cache_getattr(cy->s->c, ino, &x) != 0)
+        return false;
+    bool yes = !x.unlinked && x.parent && !x.is_dir;
+    cnode_clear(&x);
+    return yes;
+}
+
+/* The store holds the lost upload sent for n, which is not a live file
+ * any more since this sync read it (the decision adopted that upload). */
+static int adopted_by_gone(struct cycle *cy, const struct cnode *n,
+                           const struct cache_sent *sent, const struct rec_out *o)
+{
+    struct syncer *s = cy->s;
+    struct sstore *st = cy->st;
+    /* Replaced by an atomic save: the record went with the memory to the
+     * file that took it, which the next sync decides with it. */
+    if (!sent)
+        return 0;
+    uint64_t owner = cache_sent_owner(s->c, sent->id);
+    if (owner != n->ino && live(cy, owner))
+        return 0;
+    /* Removed.  An update's file left a deletion, whose baseline is the
+     * upload now (as plan_tombstones does); a create's memory belongs to
+     * no file and is recorded as deleted before this sync's apply would
+     * bring it into the mount. */
+    int rc = 0;
+    if (sent->memory_id[0]) {
+        rc = cache_tombstone_rebase(s->c, st->id, o->base_id, o->base_sha, o->base_path);
+    } else if (!cache_memory_known(s->c, st->id, o->base_id)) {
+        log_info("an upload whose answer was lost reached the store after its file was "
+                 "removed; recording it as deleted", "memory_store_id", st->id, "path", n->path,
+                 "memory_id", o->base_id);
+        rc = cache_orphan(s->c, st->id, o->base_id, o->base_sha, o->base_path);
+    }
+    if (rc == -ENOENT)
+        rc = 0;
+    if (!rc)
+        sent_settled(cy, sent);
+    return rc;
+}
+
 /* Step 3 for one dirty file. */
 static int plan_file(struct cycle *cy, struct file *f)
 {
@@ -392,13 +437,8 @@ static int plan_file(struct cycle *cy, struct file *f)
         /* The store holds our upload: it is the file's baseline from now
          * on, whatever else this sync decides. */
         rc = cache_mark_synced(s->c, n->ino, o.base_id, o.base_sha, o.base_path);
-        if (rc == -ENOENT) {
-            /* Removed or replaced (an atomic save) since this sync read
-             * it: the record stays, and follows the file that took the
-             * memory, if one did; else the next read of the store records
-             * a create's memory as deleted (settle_lost_creates). */
-            return 0;
-        }
+        if (rc == -ENOENT)
+            return adopted_by_gone(cy, n, sent, &o);
         if (rc)
             return rc;
         sent_settled(cy, sent);

@@ -26,6 +26,8 @@ extern char mnt[400]; /* MNT/s */
 void sy_start(const char *const *seed);
 /* Mounts the store at MNT/s with extra mount arguments (may be ""). */
 void sy_mount(bool ro, const char *extra);
+/* Unmounts the store and mounts it again with extra options. */
+void sy_remount(const char *extra);
 void sy_stop(void);
 
 /* Runs CMD (printf-formatted) in the mount dir; exit status, output in

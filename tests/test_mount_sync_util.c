@@ -40,6 +40,14 @@ void sy_mount(bool ro, const char *extra)
     free(out);
 }
 
+void sy_remount(const char *extra)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount %s", mnt), 0, "%s", out);
+    free(out);
+    sy_mount(false, extra);
+}
+
 void sy_stop(void)
 {
     mnt_teardown(&E);

@@ -36,7 +36,9 @@ cmake --build "$BUILD" -j"$(nproc)" --target memstorefs memstored
 
 stop
 mkdir -p "$DEMO"
-rm -rf "$DEMO/mnt" "$DEMO/memstored.db"*
+# A new server, so a new store, every run: the cache of the stores of the
+# runs before would only grow.
+rm -rf "$DEMO/mnt" "$DEMO/memstored.db"* "$DEMO/cache"
 "$MSD" --listen 127.0.0.1:0 --db "$DEMO/memstored.db" --api-key demo-key \
   --seed "Demo Memory=$TOP/contrib/demo-seed" >"$DEMO/memstored.out" 2>"$DEMO/memstored.log" &
 echo $! >"$DEMO/memstored.pid"

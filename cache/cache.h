@@ -399,6 +399,9 @@ int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_n
  * memory one holds is not free, a deletion at its path may be its
  * file's); two reads let a file saved between them be in neither. */
 int cache_changed_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);
+/* Whether a changed file's content may be pushed: a writer finished it
+ * (CACHE_SAVED), or, at the final sync, it is held (CACHE_HELD). */
+bool cache_pushable(const struct cnode *n, bool final);
 
 /* A memory deleted locally, to delete remotely. */
 struct cache_tombstone {

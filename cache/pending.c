@@ -13,27 +13,30 @@
 
 #include "db_internal.h"
 
+bool cache_pushable(const struct cnode *n, bool final)
+{
+    return n->unsaved == CACHE_SAVED || (final && n->unsaved == CACHE_HELD);
+}
+
+struct pushable_only {
+    bool final;
+    cache_node_fn fn;
+    void *arg;
+};
+
+static int pushable_only(void *arg, const struct cnode *n)
+{
+    const struct pushable_only *p = arg;
+    return cache_pushable(n, p->final) ? p->fn(p->arg, n) : 0;
+}
+
 /* Like cache_store_files: fn returning non-zero stops, and that value is
  * returned. */
 int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_node_fn fn,
                       void *arg)
 {
-    sqlite3_stmt *st;
-    db_lock(c);
-    int rc = db_apply_saved(c);
-    if (rc)
-        goto out;
-    rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ?1 AND is_dir = 0"
-                           " AND state IN (1, 2) AND (unsaved = 0 OR (?2 AND unsaved = 2))"
-                           " AND unlinked = 0 AND parent IS NOT NULL ORDER BY path", &st);
-    if (rc)
-        goto out;
-    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(st, 2, final);
-    rc = db_each_node(c, st, fn, arg);
-out:
-    db_unlock(c);
-    return rc;
+    struct pushable_only p = {final, fn, arg};
+    return cache_changed_files(c, store_id, pushable_only, &p);
 }
 
 int cache_changed_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)

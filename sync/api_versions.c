@@ -57,16 +57,24 @@ static const char *str_of(const cJSON *o, const char *k)
     return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
 }
 
-/* Copies src, every control character (C0, DEL, C1 as UTF-8) turned
- * into '?': the server's free text reaches terminals (`memstorefs log`). */
+/* The bytes of the control character at p (C0, DEL; C1 as UTF-8), 0
+ * when there is none. */
+static size_t control_at(const unsigned char *p)
+{
+    if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+        return 2;
+    return p[0] < 0x20 || p[0] == 0x7f ? 1 : 0;
+}
+
+/* Copies src, every control character turned into '?': the server's
+ * free text reaches terminals (`memstorefs log`). */
 static void printable(char *dst, size_t len, const char *src)
 {
     size_t k = 0;
     for (const unsigned char *p = (const unsigned char *)src; *p && k + 1 < len; p++) {
-        bool c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
-        dst[k++] = *p < 0x20 || *p == 0x7f || c1 ? '?' : (char)*p;
-        if (c1)
-            p++;
+        size_t c = control_at(p);
+        dst[k++] = c ? '?' : (char)*p;
+        p += c ? c - 1 : 0;
     }
     dst[k] = '\0';
 }
@@ -74,7 +82,7 @@ static void printable(char *dst, size_t len, const char *src)
 static bool has_control(const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+        if (control_at(p))
             return true;
     return false;
 }

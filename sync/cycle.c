@@ -201,8 +201,7 @@ bool cycle_listing_missed(struct syncer *s, struct sstore *st, const struct cach
 static int sort_changed(void *arg, const struct cnode *n)
 {
     struct cycle *cy = arg;
-    bool push = n->unsaved == CACHE_SAVED || (cy->final && n->unsaved == CACHE_HELD);
-    return collect(push ? &cy->files : &cy->waiting, n);
+    return collect(cache_pushable(n, cy->final) ? &cy->files : &cy->waiting, n);
 }
 
 /* Reloads what the decisions read from the cache. */

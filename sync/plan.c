@@ -342,10 +342,10 @@ static int adopted_by_gone(struct cycle *cy, const struct cnode *n,
 {
     struct syncer *s = cy->s;
     struct sstore *st = cy->st;
-    /* Replaced by an atomic save: the record went with the memory to the
-     * file that took it, which the next sync decides with it. */
     if (!sent)
         return 0;
+    /* Replaced by an atomic save: the record went with the memory to the
+     * file that took it, which the next sync decides with it. */
     uint64_t owner = cache_sent_owner(s->c, sent->id);
     if (owner != n->ino && live(cy, owner))
         return 0;

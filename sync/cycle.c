@@ -212,6 +212,8 @@ static int load_local(struct cycle *cy)
     int rc = cache_changed_files(s->c, id, sort_changed, cy);
     if (!rc)
         rc = cache_tombstones(s->c, id, &cy->tombs.v, &cy->tombs.n);
+    if (!rc && !(cy->tombs.dropped = calloc(cy->tombs.n + 1, sizeof(bool))))
+        rc = -ENOMEM;
     return rc;
 }
 
@@ -442,13 +444,19 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
         cache_sent_prune(s->c, st->id, cut < started_ns ? cut : started_ns);
     }
     bool missed = (fr.ok || head.ok) && missed_changes(&cy);
+    /* What the apply could not place is offered again, whatever the view
+     * came from: a memory of the cache's own baselines too (a file the
+     * store won back that could not return to its path, a new file
+     * holding it, lost its node; left out of later views, the new file's
+     * create met that memory, 409, at every sync).  Only where the feed
+     * is read: a store listed in full at every sync needs no such list. */
+    if (fr.ok || head.ok || (cy.continuing && !cy.read))
+        feed_keep_listed_unplaced(s, st, rl, nr);
     if (fr.ok) {
-        feed_keep_unplaced(s, st, &fr);
         feed_commit(st, &fr);
         if (missed)
             st->feed.want_full = true;
     } else if (head.ok) {
-        feed_keep_listed_unplaced(s, st, rl, nr);
         feed_commit(st, &head);
         st->feed.ready = true;
         st->feed.want_full = missed;
@@ -493,6 +501,7 @@ out:
     files_free(&cy.files);
     files_free(&cy.waiting);
     cache_tombstones_free(cy.tombs.v, cy.tombs.n);
+    free(cy.tombs.dropped);
     cache_sent_free(cy.sent.v, cy.sent.n);
     feed_read_free(&fr);
     feed_read_free(&head);

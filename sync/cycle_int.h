@@ -10,6 +10,9 @@
 struct file {
     struct cnode n;
     char refused_sha[SHA256_HEX_LEN + 1];
+    /* plan.c, before the files are decided: moved onto a path another
+     * memory keeps (path_held); not moving its memory this sync (stays). */
+    bool path_held, stays;
 };
 
 struct files {
@@ -57,6 +60,7 @@ struct plan {
 struct tombs {
     struct cache_tombstone *v;
     size_t n;
+    bool *dropped; /* [n]: dropped by this sync's plan (the memory stays) */
 };
 
 /* Uploads that went out and are not settled yet (cache/sent.c). */

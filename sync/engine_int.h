@@ -114,11 +114,10 @@ void feed_commit(struct sstore *st, struct feed_read *fr);
 /* The listing to decide against: the cache's baselines patched with fr
  * and the memories earlier reads could not place (api_list, owned). */
 int feed_view(struct syncer *s, struct sstore *st, struct feed_read *fr, struct api_list *view);
-/* After the apply: the changes the cache did not take, offered again. */
-void feed_keep_unplaced(struct syncer *s, struct sstore *st, const struct feed_read *fr);
-/* After the apply of a full listing rl: extra becomes what it could not
- * place (the feed will not name those again); what extra held before, the
- * listing settled.  Kept as it was when the cache cannot be read. */
+/* After the apply of rl (a full listing, or the view feed_view built):
+ * extra becomes what it could not place (the feed will not name those
+ * again); what extra held before, rl held too.  Kept as it was when the
+ * cache cannot be read. */
 void feed_keep_listed_unplaced(struct syncer *s, struct sstore *st,
                                const struct cache_remote *rl, size_t nr);
 void feed_read_free(struct feed_read *fr);

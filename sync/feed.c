@@ -7,10 +7,11 @@
  *    last applied read started, or, when the server sends no Date, the
  *    newest created_at it read (the server's clock either way, never ours);
  *  - seen[]: the ids of the versions read at or after mark_ns - OVERLAP;
- *  - extra: memories the feed reported, or a full listing held, that the
- *    cache could not take yet (below a local file, at the path of a new
- *    file its writer holds, ...), offered again to every later sync; each
- *    full listing replaces it with what it could not place.
+ *  - extra: memories the store holds, by the last read (the feed's view
+ *    or a full listing), that the cache could not take yet (below a local
+ *    file, at the path of a new file its writer holds, ...), offered again
+ *    to every later sync; each apply replaces it with what it could not
+ *    place.
  * A read asks for every version created at or after mark_ns - OVERLAP
  * (newest first): a write stamped before the last read started but not
  * visible to it (committed late, at most OVERLAP after its stamp) is in
@@ -408,15 +409,6 @@ int feed_view(struct syncer *s, struct sstore *st, struct feed_read *fr, struct 
     if (rc)
         api_list_free(view);
     return rc;
-}
-
-void feed_keep_unplaced(struct syncer *s, struct sstore *st, const struct feed_read *fr)
-{
-    for (size_t j = 0; j < fr->changes.n; j++) {
-        const struct api_memory *m = &fr->changes.items[j];
-        if (!cache_memory_known(s->c, st->id, m->id))
-            api_list_add(&st->feed.extra, m->id, m->path, m->sha, m->size, m->updated_ns);
-    }
 }
 
 void feed_keep_listed_unplaced(struct syncer *s, struct sstore *st,

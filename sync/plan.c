@@ -132,10 +132,13 @@ static bool tomb_taken(const struct cycle *cy, const struct cache_tombstone *t)
             (!cy->final && new_file_at(&cy->waiting, t->base_path)));
 }
 
+/* A file of f other than ino has memory id and may move it: not one this
+ * sync decides not to move (hold_back_moves). */
 static bool holds(const struct files *f, const char *id, uint64_t ino)
 {
     for (size_t i = 0; i < f->n; i++)
-        if (f->v[i].n.ino != ino && f->v[i].n.memory_id[0] && strcmp(f->v[i].n.memory_id, id) == 0)
+        if (f->v[i].n.ino != ino && !f->v[i].stays && f->v[i].n.memory_id[0] &&
+            strcmp(f->v[i].n.memory_id, id) == 0)
             return true;
     return false;
 }
@@ -170,9 +173,93 @@ static const struct cnode *renamed_with(const struct files *f, const struct remo
 {
     const struct cache_remote *m = remote_find_id(r, id);
     for (size_t i = 0; m && i < f->n; i++)
-        if (strcmp(f->v[i].n.memory_id, id) == 0 && strcmp(f->v[i].n.path, m->path) != 0)
+        if (!f->v[i].stays && strcmp(f->v[i].n.memory_id, id) == 0 &&
+            strcmp(f->v[i].n.path, m->path) != 0)
             return &f->v[i].n;
     return NULL;
+}
+
+/* Whether memory X (listed at the path of the file ino) may leave that
+ * path by something of this mount's: a local file that has X and moves it
+ * (now, or once a writer finishes), a deletion of X (not one this sync
+ * dropped, the store having changed X; one that log_only or disabled
+ * never sends counts too: those modes leave the local tree as the user
+ * made it for the session, and the move waits), or a create of another
+ * file whose answer was lost (the sync settles it: the file takes X, or X
+ * is deleted). */
+static bool leaves(const struct cycle *cy, const struct cache_remote *x, uint64_t ino)
+{
+    if (owned_elsewhere(cy, x->memory_id, ino))
+        return true;
+    for (size_t i = 0; i < cy->tombs.n; i++)
+        if (!cy->tombs.dropped[i] && strcmp(cy->tombs.v[i].memory_id, x->memory_id) == 0)
+            return true;
+    for (size_t i = 0; i < cy->sent.n; i++) {
+        const struct cache_sent *u = &cy->sent.v[i];
+        if (!u->memory_id[0] && u->ino != ino && strcmp(u->sha, x->sha) == 0 &&
+            strcmp(u->path, x->path) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether synced file f was moved onto a path the store gives another
+ * memory that stays there whatever this mount sends (leaves): its move
+ * would be refused (409) at every sync: `rm a; mv b a` against another
+ * client's edit of a, a move onto a path another client created, a swap
+ * one of whose memories another client changed. */
+static bool move_held(const struct cycle *cy, const struct file *f)
+{
+    const struct cnode *n = &f->n;
+    const struct cache_remote *at = remote_find_path(&cy->r, n->path);
+    return at && strcmp(at->memory_id, n->memory_id) != 0 && !leaves(cy, at, n->ino);
+}
+
+/* Whether synced file f, its memory listed, sends a move this sync: the
+ * decision plan_file takes (it adds only what files never synced need). */
+static bool sends_move(const struct cycle *cy, const struct file *f, bool held)
+{
+    const struct cnode *n = &f->n;
+    const struct cache_remote *rm = remote_find_id(&cy->r, n->memory_id);
+    const struct cache_sent *sent = sent_match(&cy->sent, n->memory_id, n->ino, rm);
+    struct rec_in in = {
+        .memory_id = n->memory_id, .base_sha = n->base_sha, .base_path = n->base_path,
+        .local = REC_L_FILE, .sha = n->sha, .path = n->path, .dirty = true,
+        .refused_sha = f->refused_sha, .sent_sha = sent ? sent->sha : NULL,
+        .sent_path = sent ? sent->path : NULL, .remote = true, .remote_id = rm->memory_id,
+        .remote_sha = rm->sha, .remote_path = rm->path, .path_held = held,
+        .access = cy->st->read_only ? REC_READ_ONLY : REC_READ_WRITE,
+        .deletions = cycle_mode(cy->s),
+    };
+    struct rec_out o;
+    return rec_decide(&in, &o) == 0 && o.action == REC_UPDATE && o.send_path;
+}
+
+/* Before the files are decided: which synced files move their memory this
+ * sync.  One that does not (it loses to the store, its move is held back,
+ * or it only changed its content) leaves its memory where the store has
+ * it, which may hold back the file moved onto that path in turn (mv b x;
+ * mv a b with x held; a swap one of whose memories changed remotely):
+ * repeated until nothing changes, at most once per file. */
+static void hold_back_moves(struct cycle *cy)
+{
+    /* Only against the store as read now: the next slice of a backlog
+     * decides against the cache's baselines and what earlier reads could
+     * not place, and a move taken back locally has no precondition to
+     * stop it (a sent one does). */
+    if (!cy->read)
+        return;
+    for (bool more = true; more;) {
+        more = false;
+        for (size_t i = 0; i < cy->files.n; i++) {
+            struct file *f = &cy->files.v[i];
+            if (f->stays || !f->n.memory_id[0] || !remote_find_id(&cy->r, f->n.memory_id))
+                continue; /* never synced, or its memory gone: decided as new */
+            f->path_held = move_held(cy, f);
+            if (!sends_move(cy, f, f->path_held))
+                f->stays = more = true;
+        }
+    }
 }
 
 /* Renames that form a cycle (mv a t; mv b a; mv t b) can never be sent as
@@ -292,6 +379,7 @@ static int plan_tombstones(struct cycle *cy)
             if (o.action == REC_RESTORE)
                 cy->rep.conflicts++;
             cache_tombstone_drop(cy->s->c, st->id, t->memory_id);
+            cy->tombs.dropped[i] = true;
             break;
         }
     }
@@ -427,6 +515,7 @@ static int plan_file(struct cycle *cy, struct file *f)
         .sent_path = sent ? sent->path : NULL,
         .remote = rm != NULL, .remote_id = rm ? rm->memory_id : NULL,
         .remote_sha = rm ? rm->sha : NULL, .remote_path = rm ? rm->path : NULL,
+        .path_held = f->path_held && strcmp(base_id, n->memory_id) == 0,
         .access = st->read_only ? REC_READ_ONLY : REC_READ_WRITE, .deletions = cycle_mode(s),
     };
     struct rec_out o;
@@ -611,6 +700,8 @@ static int plan_file(struct cycle *cy, struct file *f)
 int plan_all(struct cycle *cy)
 {
     int rc = plan_tombstones(cy);
+    if (!rc)
+        hold_back_moves(cy);
     for (size_t i = 0; i < cy->files.n && !rc; i++)
         rc = plan_file(cy, &cy->files.v[i]);
     return rc;

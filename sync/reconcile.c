@@ -56,13 +56,19 @@
  *        |     |                       | any "both", or local+remote | CONFLICT_PULL warn
  *        |     |                       | only remote changes       | PULL
  *        |     |                       | only local changes, RO    | KEEP_UNSYNCED warn
+ *        |     |                       | only local, L's path held | CONFLICT_PULL warn
+ *        |     |                       |  by another memory that   |  (REC_MSG_PATH_HELD)
+ *        |     |                       |  stays (path_held)        |
  *        |     |                       | only local, refused       | SKIP_REFUSED
  *        |     |                       | only local changes, RW    | UPDATE expect R.sha
  *        |     |                       | all same, B != R or dirty | ADOPT (B := R)
  *        |     |                       | all same, B == R, clean   | NOTHING
  *
  * The store wins every conflict: there is no attribute-level merge (a local
- * rename against a remote edit is a conflict too).  CONFLICT_PULL keeps L's
+ * rename against a remote edit is a conflict too; so is a rename onto a
+ * path the store gave another memory that nothing local moves away, as in
+ * `rm a; mv b a` against another client's edit of a: that rename would be
+ * refused, 409, at every sync).  CONFLICT_PULL keeps L's
  * content as a conflict record when it differs from R and from B; a lost
  * rename alone has no content to keep.  Read-only stores never get CREATE,
  * UPDATE, DELETE or RECREATE.  Differences from the SDK worker (D.5-D.8),
@@ -226,6 +232,12 @@ static void decide_three_way(const struct rec_in *in, const char *lsha, struct r
         if (in->access == REC_READ_ONLY) {
             say(o, REC_KEEP_UNSYNCED, LOG_LVL_WARN, REC_MSG_RO_EDIT);
             o->standing = true;
+        } else if (p == SIDE_LOCAL && in->path_held) {
+            /* The path is the store's: the move loses, the file goes back
+             * to its baseline, its changed content kept as a record. */
+            say(o, REC_CONFLICT_PULL, LOG_LVL_WARN, REC_MSG_PATH_HELD);
+            o->keep_local = c == SIDE_LOCAL;
+            o->need_content = !same(lsha, in->remote_sha);
         } else if (is_refused(in, lsha)) {
             say(o, REC_SKIP_REFUSED, LOG_LVL_DEBUG, REC_MSG_SKIP_REFUSED);
             o->standing = true;

@@ -53,6 +53,10 @@ struct rec_in {
     const char *remote_id;
     const char *remote_sha;
     const char *remote_path;
+    /* FILE with a baseline: another memory holds L's path on the server,
+     * one no local file has and no deletion of this mount names, so no
+     * write of this mount will free the path (the engine decides that). */
+    bool path_held;
 
     enum rec_access access;
     enum rec_deletions deletions;
@@ -171,6 +175,9 @@ bool rec_action_writes(enum rec_action a);
 #define REC_MSG_BOTH_CHANGED "memory changed both locally and remotely; keeping the remote version"
 #define REC_MSG_UPLOAD_LOST_RACE \
     "memory changed both locally and remotely; the upload was refused and the local edit loses"
+#define REC_MSG_PATH_HELD \
+    "another memory holds on the server the path this file was moved to; keeping the remote " \
+    "version: the file goes back to its memory's path"
 #define REC_MSG_RESTORE "memory deleted locally but changed remotely; restoring the remote version"
 #define REC_MSG_DELETE_LOST_RACE \
     "memory deleted locally but changed remotely; keeping the remote version"

@@ -204,3 +204,31 @@ Test(mount_sync_modes, a_rename_left_unpushed_loses_to_a_rename_made_while_unmou
     free(at_b);
     free(id);
 }
+
+/* rm k.md; mv other.md k.md under log_only: the deletion is never sent,
+ * so k.md's memory keeps its path on the server and the move cannot go
+ * out; the mount keeps the tree as it was made for the session (the move
+ * is not taken back as a path the store keeps: that rule is for memories
+ * nothing of this mount would move), and the store is left as it was. */
+Test(mount_sync_modes, a_move_onto_a_path_removed_under_log_only_stays_as_made)
+{
+    sy_mount(false, "--sync-deletions log_only");
+    char *k = sy_id("/k.md"), *o = sy_id("/other.md");
+    cr_assert(k && o);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "rm k.md && mv other.md k.md"), 0);
+    sy_after_sync();
+    sy_after_sync();
+    char *out = NULL;
+    sy_run(&out, "ls; cat k.md");
+    cr_expect_str_eq(out, "k.md\nother\n", "the mount does not keep the move");
+    free(out);
+    const char *const want[] = {"/k.md", "kept\n", "/other.md", "other\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, 1, &last), "the store changed: %s", last);
+    free(last);
+    cr_expect_eq(sy_log_count(REC_MSG_PATH_HELD, NULL), 0, "the move was taken back");
+    cr_expect_eq(sy_count_versions(k, "deleted"), 0, "the memory was deleted");
+    free(k);
+    free(o);
+}

@@ -381,9 +381,10 @@ Test(mount_sync_push, read_only_opens_that_create_or_truncate_are_pushed)
  * be overwritten by the swap's content.  Before the fix the content sent
  * to that memory took its current hash, read from the listing, as
  * precondition: the update passed, and the remote edit was left only in
- * the memory's history.  (The other file's rename then meets the edited
- * memory's path and waits, docs/sync.md.) */
-Test(mount_sync_push, a_swap_over_a_remote_edit_keeps_the_edit)
+ * the memory's history.  The swap then loses to the store: the edited
+ * memory's file is taken back, and the other file's move onto the path
+ * that memory keeps is not sent (docs/sync.md, "Path conflicts"). */
+Test(mount_sync_push, a_swap_over_a_remote_edit_keeps_the_edit_and_comes_to_the_store)
 {
     char *id_keep = sy_id("/keep.md"), *id_app = sy_id("/app.md");
     cr_assert(id_keep && id_app);
@@ -408,6 +409,16 @@ Test(mount_sync_push, a_swap_over_a_remote_edit_keeps_the_edit)
     cr_expect_str_eq(a ? a : "(none)", id_app, "/app.md is another memory");
     cr_expect_eq(sy_count_versions(id_keep, "modified"), 1, "the edited memory was written again");
     cr_expect_eq(sy_count_versions(id_app, "modified"), 0, "the other memory was written");
+    /* The swap lost to the edit: the mount comes to the store's names, and
+     * nothing stays pending (before, the other file's move met the path
+     * the edited memory holds, 409, at every sync). */
+    cr_expect(mnt_wait_sh(&E, WITHIN, "test \"$(cat '%s/keep.md')\" = 'edited in the store' && "
+                                      "test \"$(cat '%s/app.md')\" = first", mnt, mnt),
+              "the mount does not show the store's names");
+    cr_expect(sy_wait_clean(WITHIN), "pending changes remain");
+    cr_expect_eq(sy_count_versions(id_app, "modified"), 0, "the other memory was written");
+    cr_expect_eq(sy_log_count("the path conflicts with another memory", NULL), 0,
+                 "a move was sent onto a held path");
     free(k);
     free(a);
     free(id_keep);

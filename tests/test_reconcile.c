@@ -224,6 +224,18 @@ static const struct drow rows[] = {
      REC_UPDATE, NULL, D, F_SEND_C | F_SEND_P, SB, NULL},
     {"rename + edit [ro] -> keep unsynced", {BASE, LFILE(SL, PB), DIRTY, REM(ID, SB, PA), RO},
      REC_KEEP_UNSYNCED, REC_MSG_RO_EDIT, W, F_STAND, NULL, NULL},
+    {"renamed onto a path another memory holds and keeps -> store wins, nothing kept",
+     {BASE, LFILE(SB, PB), DIRTY, REM(ID, SB, PA), .path_held = true}, REC_CONFLICT_PULL,
+     REC_MSG_PATH_HELD, W, 0, NULL, NULL},
+    {"renamed and edited onto a held path -> store wins, the edit kept",
+     {BASE, LFILE(SL, PB), DIRTY, REM(ID, SB, PA), .path_held = true}, REC_CONFLICT_PULL,
+     REC_MSG_PATH_HELD, W, F_NEED | F_KEEP, NULL, NULL},
+    {"renamed onto a held path [ro] -> keep unsynced",
+     {BASE, LFILE(SB, PB), DIRTY, REM(ID, SB, PA), RO, .path_held = true}, REC_KEEP_UNSYNCED,
+     REC_MSG_RO_EDIT, W, F_STAND, NULL, NULL},
+    {"edited in place, path held flag set -> update (only a move loses)",
+     {BASE, LFILE(SL, PA), DIRTY, REM(ID, SB, PA), .path_held = true}, REC_UPDATE, NULL, D,
+     F_SEND_C, SB, NULL},
     {"renamed to where the remote moved it too -> adopt", {BASE, LFILE(SB, PR), DIRTY, REM(ID, SB, PR)},
      REC_ADOPT, NULL, D, 0, NULL, NULL},
     {"remote renamed, local clean -> pull without content", {BASE, LFILE(SB, PA), REM(ID, SB, PR)},
@@ -334,9 +346,10 @@ Test(reconcile, invariants_sweep)
     for (int fl = 0; fl < 4; fl++)            /* dirty, refused */
     for (int se = 0; se < 3; se++)
     for (int ro = 0; ro < 2; ro++)
-    for (int dm = 0; dm < 3; dm++) {
+    for (int dm = 0; dm < 3; dm++)
+    for (int ph = 0; ph < 2; ph++) {            /* the local path held remotely */
         struct rec_in in = {.access = ro ? REC_READ_ONLY : REC_READ_WRITE,
-                            .deletions = (enum rec_deletions)dm, .dirty = fl & 1,
+                            .deletions = (enum rec_deletions)dm, .dirty = fl & 1, .path_held = ph,
                             .refused_sha = (fl & 2) ? SL : NULL, .sent_sha = sents[se]};
         if (hb)
             in.memory_id = ID, in.base_sha = SB, in.base_path = PA;
@@ -348,8 +361,8 @@ Test(reconcile, invariants_sweep)
             in.remote = true, in.remote_id = hb ? ID : ID2, in.remote_sha = shas[(rk - 1) / 3],
             in.remote_path = paths[(rk - 1) % 3];
         char what[160];
-        snprintf(what, sizeof what, "local=%d base=%d remote=%d flags=%d sent=%d ro=%d del=%d", lk,
-                 hb, rk, fl, se, ro, dm);
+        snprintf(what, sizeof what, "local=%d base=%d remote=%d flags=%d sent=%d ro=%d del=%d held=%d",
+                 lk, hb, rk, fl, se, ro, dm, ph);
 
         struct rec_out o, again;
         cr_assert_eq(rec_decide(&in, &o), 0, "[%s] rc", what);
@@ -367,6 +380,8 @@ Test(reconcile, invariants_sweep)
                       "[%s] %s without the listed sha as precondition", what, act);
         if (o.action == REC_UPDATE)
             cr_expect(o.send_content || o.send_path, "[%s] empty update", what);
+        if (o.action == REC_UPDATE && ph)
+            cr_expect(!o.send_path, "[%s] a move onto a held path is sent", what);
         if (o.action == REC_REMOVE_LOCAL)
             cr_expect(!in.remote && in.local == REC_L_FILE && str_same(in.sha, SB) &&
                       str_same(in.path, PA) && hb, "[%s] removes a changed file", what);
@@ -390,7 +405,7 @@ Test(reconcile, invariants_sweep)
         }
         n++;
     }
-    cr_expect_eq(n, 16u * 2 * 13 * 4 * 3 * 2 * 3);
+    cr_expect_eq(n, 16u * 2 * 13 * 4 * 3 * 2 * 3 * 2);
 }
 
 /* --- rec_classify ----------------------------------------------------- */

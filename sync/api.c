@@ -105,8 +105,10 @@ int api_store_get(struct http_client *c, const char *store_id, struct api_store 
     struct jbuf p = {0};
     jbuf_adds(&p, "/v1/memory_stores/");
     jbuf_add_pct(&p, store_id);
-    if (p.oom)
+    if (p.oom) {
+        jbuf_release(&p);
         return -ENOMEM;
+    }
     struct http_call call = {.method = "GET", .path = p.p};
     http_run(c, &call, 1);
     int rc = api_call_result(&call, e);

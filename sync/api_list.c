@@ -111,13 +111,19 @@ static void seen_free(struct seen *t)
     memset(t, 0, sizeof(*t));
 }
 
-/* What the items from index `from` on weigh in memory. */
-static size_t items_weight(const struct api_list *l, size_t from)
+/* What the items from index `from` on, and the malformed items left out
+ * from index `skipped_from` on, weigh in memory (a server answering
+ * nothing but bad items is held to the budget too). */
+static size_t items_weight(const struct api_list *l, size_t from, size_t skipped_from)
 {
     size_t w = 0;
     for (size_t i = from; i < l->n; i++) {
         const struct api_memory *m = &l->items[i];
         w += sizeof(*m) + strlen(m->id) + strlen(m->path) + strlen(m->version_id) + 3;
+    }
+    for (size_t i = skipped_from; i < l->n_skipped; i++) {
+        const struct api_skipped *x = &l->skipped[i];
+        w += sizeof(*x) + (x->id ? strlen(x->id) + 1 : 0) + (x->path ? strlen(x->path) + 1 : 0);
     }
     return w;
 }
@@ -178,7 +184,7 @@ static int walk_take(struct walk *w, const struct http_call *call, struct api_li
 {
     int rc = api_call_result(call, e);
     char *next = NULL;
-    size_t before = out->n, rollups = px ? px->n : 0;
+    size_t before = out->n, skipped = out->n_skipped, rollups = px ? px->n : 0;
     if (!rc) {
         const char *what;
         rc = apip_memory_page_ex(call->resp, call->resp_len, false, out, px, &next, &what);
@@ -197,13 +203,14 @@ static int walk_take(struct walk *w, const struct http_call *call, struct api_li
             rc = api_malformed(call, "next_page repeats a cursor already used by this listing", e);
     }
     w->pages++;
-    t->weight += items_weight(out, before);
+    t->weight += items_weight(out, before, skipped);
     for (size_t i = rollups; px && i < px->n; i++)
         t->weight += sizeof(char *) + strlen(px->v[i]) + 1;
     if (!rc && t->weight + w->seen.bytes + seen_bytes > t->budget) {
         char msg[200];
         snprintf(msg, sizeof(msg), "the listing passed its memory budget of %zu MiB after "
-                 "%zu memories in %d pages", t->budget >> 20, out->n, w->pages);
+                 "%zu memories (and %zu malformed items left out) in %d pages", t->budget >> 20,
+                 out->n, out->n_skipped, w->pages);
         log_warn("memory listing too large; giving up", "memory_store_id", t->store_id,
                  "detail", msg);
         api_refuse(call, "listing_too_large", msg, e);
@@ -211,7 +218,8 @@ static int walk_take(struct walk *w, const struct http_call *call, struct api_li
     }
     if (!rc && next && w->pages >= LIST_PAGES_MAX) {
         log_warn("memory listing never ends; giving up", "memory_store_id", t->store_id);
-        rc = -EPROTO;
+        rc = api_malformed(call, "the listing never ends: still a next_page after 100000 pages",
+                           e);
     }
     free(w->cursor);
     w->cursor = rc ? NULL : next;

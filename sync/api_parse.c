@@ -273,11 +273,17 @@ int api_list_add_version(struct api_list *l, const char *id, const char *path, c
 /* Remembers a malformed item (its id and path when usable) in acc. */
 static int skip_push(struct api_list *acc, const cJSON *it, const char *why)
 {
-    struct api_skipped *v = realloc(acc->skipped, (acc->n_skipped + 1) * sizeof(*v));
-    if (!v)
-        return -ENOMEM;
-    acc->skipped = v;
-    struct api_skipped *x = &v[acc->n_skipped];
+    /* Grown by doubling: 4, then whenever the count reaches a power of
+     * two (a page of nothing but bad items is a page like any other). */
+    size_t n = acc->n_skipped;
+    if (n == 0 || (n >= 4 && (n & (n - 1)) == 0)) {
+        size_t cap = n ? n * 2 : 4;
+        struct api_skipped *v = realloc(acc->skipped, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        acc->skipped = v;
+    }
+    struct api_skipped *x = &acc->skipped[n];
     memset(x, 0, sizeof(*x));
     const char *id = get_str(it, "id"), *path = get_str(it, "path");
     if (id && *id && strlen(id) <= ID_MAX && !(x->id = strdup(id)))

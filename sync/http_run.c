@@ -147,8 +147,10 @@ static int start_attempt(struct run *r, struct slot *s)
     struct jbuf url = {0};
     jbuf_adds(&url, c->base_url);
     jbuf_adds(&url, call->path);
-    if (url.oom)
+    if (url.oom) {
+        jbuf_release(&url); /* what it holds before running out */
         return -ENOMEM;
+    }
     CURL *e = curl_easy_init();
     if (!e) {
         jbuf_release(&url);

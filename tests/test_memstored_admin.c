@@ -350,8 +350,9 @@ Test(admin, drop_after_commit)
 
 Test(admin, bad_fault_bodies)
 {
-    const char *bad[] = {"{", "{\"action\":\"explode\"}", "{\"action\":\"status\",\"status\":\"x\"}"};
-    for (int i = 0; i < 3; i++) {
+    const char *bad[] = {"{", "{\"action\":\"explode\"}", "{\"action\":\"status\",\"status\":\"x\"}",
+                         "{\"action\":\"pages\",\"items\":3,\"malformed\":\"yes\"}"};
+    for (int i = 0; i < 4; i++) {
         struct tresp r;
         t_admin(&srv, "POST", "/admin/faults", bad[i], &r);
         cr_expect_eq(r.status, 400, "fault body %s: %ld", bad[i], r.status);

@@ -39,16 +39,22 @@ static void down(void)
 
 TestSuite(bounds, .init = up, .fini = down, .timeout = 120);
 
-static void pages_fault(int cycle, int items)
+static void pages_fault_ex(int cycle, int items, bool malformed)
 {
     char body[256];
     snprintf(body, sizeof(body),
              "{\"action\":\"pages\",\"cycle\":%d,\"items\":%d,\"count\":0,\"method\":\"GET\","
-             "\"path\":\"/v1/memory_stores/*/memories\"}", cycle, items);
+             "\"path\":\"/v1/memory_stores/*/memories\",\"malformed\":%s}", cycle, items,
+             malformed ? "true" : "false");
     struct tresp r;
     cr_assert_eq(t_admin(&srv, "POST", "/admin/faults", body, &r), 0);
     cr_assert_eq(r.status, 200, "%s", r.body);
     tresp_free(&r);
+}
+
+static void pages_fault(int cycle, int items)
+{
+    pages_fault_ex(cycle, items, false);
 }
 
 static long list_requests(void)
@@ -96,6 +102,27 @@ Test(bounds, endless_listing_stops_at_the_memory_budget)
     long n = list_requests();
     cr_expect(n > 10 && n < 100, "the listing paged %ld times", n);
     api_error_clear(&e);
+}
+
+/* The same with nothing but malformed items: left out, they are still
+ * held in memory (to be reported), and weigh against the budget.  Before,
+ * only the items taken did, and the listing went on to its 100,000th page
+ * (about 10 million items left out held). */
+Test(bounds, endless_malformed_listing_stops_at_the_memory_budget)
+{
+    api_set_list_budget(1 << 20);
+    pages_fault_ex(0, 100, true);
+    struct api_list l = {0};
+    struct api_error e = {0};
+    int rc = api_memories_list(cli, store, &l, &e);
+    cr_expect_eq(rc, -EFBIG, "an endless listing of bad items ended with %d", rc);
+    cr_expect_str_eq(e.type, "listing_too_large");
+    cr_expect_eq(l.n, 0);
+    cr_expect_eq(l.n_skipped, 0, "a failed listing handed out %zu items left out", l.n_skipped);
+    long n = list_requests();
+    cr_expect(n > 10 && n < 100, "the listing paged %ld times", n);
+    api_error_clear(&e);
+    api_list_free(&l);
 }
 
 Test(bounds, a_listing_within_the_budget_is_whole)

@@ -309,6 +309,12 @@ static void add_fault(struct faults *f, struct req *rq, struct reply *rp)
         ft.hit.action = FAULT_CUT;
     } else if (strcmp(action, "pages") == 0) {
         ft.hit.action = FAULT_PAGES;
+        const cJSON *bad = cJSON_GetObjectItemCaseSensitive(body, "malformed");
+        if (bad && !cJSON_IsBool(bad)) {
+            reply_invalid(rp, "malformed must be true or false");
+            goto out;
+        }
+        ft.hit.malformed = cJSON_IsTrue(bad);
     } else if (strcmp(action, "reply") == 0) {
         ft.hit.action = FAULT_REPLY;
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(body, "body");
@@ -403,7 +409,7 @@ void faults_pages(const struct req *rq, const struct fault_hit *hit, struct repl
         cJSON_AddStringToObject(m, "id", id);
         cJSON_AddStringToObject(m, "memory_version_id", ver);
         cJSON_AddStringToObject(m, "path", path);
-        cJSON_AddStringToObject(m, "content_sha256", sha);
+        cJSON_AddStringToObject(m, "content_sha256", hit->malformed ? "not-a-sha256" : sha);
         cJSON_AddNumberToObject(m, "content_size_bytes", 0);
         cJSON_AddItemToArray(data, m);
     }

@@ -199,6 +199,7 @@ struct fault_hit {
     long latency_ms;
     long cycle; /* pages: next_page goes round this many cursors (0: never repeats) */
     long items; /* pages: made-up memories per page */
+    bool malformed; /* pages: each item with a bad content_sha256 (a broken server) */
     char retry_after[32];
     char retry_after_ms[32];
     char *body; /* FAULT_REPLY: malloc'd copy for the caller (fault_hit_release) */

@@ -376,13 +376,16 @@ void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off
         fuse_reply_err(req, -rc);
         return;
     }
+    /* Read before the answer: once the caller has it, it may close, and
+     * the release (another thread) may free f. */
+    const uint64_t row = f->row;
     fuse_reply_write(req, size);
     /* An append the kernel placed at a size that the store's version had
      * changed (the attributes were invalidated, not read again): the
      * bytes went at the end, and its pages and size are dropped, after
      * the answer (the write holds those pages locked until it has it). */
     if (moved)
-        fs_notify_reverted(s, f->row);
+        fs_notify_reverted(s, row);
 }
 
 /* A close answered the moment its content is durable (its journal

@@ -443,7 +443,10 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
     bool gone = false;
     pthread_mutex_lock(&f->lock);
     int rc = 0;
-    bool held = why == OFILE_CLOSE || (why == OFILE_PATH && f->writers);
+    /* OFILE_LAST with writers: one opened since the release counted the
+     * last one out, and may have written into the shared buffer already;
+     * saved held, as its unfinished work (pushed once it is done). */
+    bool held = why == OFILE_CLOSE || ((why == OFILE_PATH || why == OFILE_LAST) && f->writers);
     if (why == OFILE_READER && f->writers) {
         /* A reader's close: the buffer is the unfinished work of the
          * writers still open (saving it, even held, would have the final

@@ -460,6 +460,19 @@ int ops_load(struct fs_store *s, struct ofile *f)
     }
 }
 
+/* Gives back the writer an open that is not answered counted.  The last
+ * one out saves the buffer as finished, as a release would: a writer that
+ * released meanwhile was not the last, and its close saved held. */
+static void writer_undo(struct fs_store *s, struct ofile *f, bool writing)
+{
+    if (writing && ofile_writer_release(f)) {
+        int rc = ops_save(s, f, OFILE_LAST, NULL);
+        if (rc && rc != -EFBIG)
+            log_error("failed to save a closed file to the cache", "memory_store_id", s->id,
+                      "error", strerror(-rc));
+    }
+}
+
 /* Opens the file at row for fi's flags (O_TRUNC included): its handle
  * set in fi, with keep_cache and noflush.  0, or a negative errno with
  * nothing held.  open_undo gives back what an unanswered open holds. */
@@ -504,8 +517,12 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
             warm_add(f->row);
     }
     if (rc) {
-        if (writing)
-            ofile_writer_release(f);
+        /* The kernel's pages of a lost edit this open dropped go all the
+         * same; and a writer that released while this one counted saved
+         * held what this one's release now finishes. */
+        if (dropped)
+            fs_notify_reverted(s, f->row);
+        writer_undo(s, f, writing);
         ofile_put(f);
         return rc;
     }
@@ -522,11 +539,10 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
     return 0;
 }
 
-static void open_undo(struct fuse_file_info *fi)
+static void open_undo(struct fs_store *s, struct fuse_file_info *fi)
 {
     struct ofile *f = ops_ofile(fi);
-    if (ops_fh_writer(fi))
-        ofile_writer_release(f);
+    writer_undo(s, f, ops_fh_writer(fi));
     ofile_put(f);
 }
 
@@ -548,7 +564,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (rc)
         fuse_reply_err(req, -rc);
     else if (fuse_reply_open(req, fi) != 0)
-        open_undo(fi); /* the open was interrupted: no release will come */
+        open_undo(s, fi); /* the open was interrupted: no release will come */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

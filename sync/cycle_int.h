@@ -11,7 +11,8 @@ struct file {
     struct cnode n;
     char refused_sha[SHA256_HEX_LEN + 1];
     /* plan.c, before the files are decided: moved onto a path another
-     * memory keeps (path_held); not moving its memory this sync (stays). */
+     * memory keeps (path_held); going back to where the store has its
+     * memory this sync (stays: it moves nothing away). */
     bool path_held, stays;
 };
 

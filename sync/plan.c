@@ -215,9 +215,12 @@ static bool move_held(const struct cycle *cy, const struct file *f)
     return at && strcmp(at->memory_id, n->memory_id) != 0 && !leaves(cy, at, n->ino);
 }
 
-/* Whether synced file f, its memory listed, sends a move this sync: the
- * decision plan_file takes (it adds only what files never synced need). */
-static bool sends_move(const struct cycle *cy, const struct file *f, bool held)
+/* Whether synced file f, its memory listed, goes to where the store has
+ * its memory this sync (it loses to the store, its move held back or not,
+ * or only the store changed it): the decision plan_file takes (it adds
+ * only what files never synced need).  A file whose move waits (refused
+ * content, a read-only store) still moves its memory, later. */
+static bool goes_back(const struct cycle *cy, const struct file *f, bool held)
 {
     const struct cnode *n = &f->n;
     const struct cache_remote *rm = remote_find_id(&cy->r, n->memory_id);
@@ -232,15 +235,15 @@ static bool sends_move(const struct cycle *cy, const struct file *f, bool held)
         .deletions = cycle_mode(cy->s),
     };
     struct rec_out o;
-    return rec_decide(&in, &o) == 0 && o.action == REC_UPDATE && o.send_path;
+    return rec_decide(&in, &o) == 0 && (o.action == REC_CONFLICT_PULL || o.action == REC_PULL);
 }
 
-/* Before the files are decided: which synced files move their memory this
- * sync.  One that does not (it loses to the store, its move is held back,
- * or it only changed its content) leaves its memory where the store has
- * it, which may hold back the file moved onto that path in turn (mv b x;
- * mv a b with x held; a swap one of whose memories changed remotely):
- * repeated until nothing changes, at most once per file. */
+/* Before the files are decided: which synced files go back to where the
+ * store has their memory this sync (they lose to it, or their move is
+ * held back).  One that does leaves its memory at that path, which may
+ * hold back the file moved onto it in turn (mv b x; mv a b with x held; a
+ * swap one of whose memories changed remotely): repeated until nothing
+ * changes, at most once per file. */
 static void hold_back_moves(struct cycle *cy)
 {
     /* Only against the store as read now: the next slice of a backlog
@@ -256,7 +259,7 @@ static void hold_back_moves(struct cycle *cy)
             if (f->stays || !f->n.memory_id[0] || !remote_find_id(&cy->r, f->n.memory_id))
                 continue; /* never synced, or its memory gone: decided as new */
             f->path_held = move_held(cy, f);
-            if (!sends_move(cy, f, f->path_held))
+            if (goes_back(cy, f, f->path_held))
                 f->stays = more = true;
         }
     }

@@ -216,3 +216,40 @@ Test(mount_sync_paths, an_edit_racing_the_deletion_that_frees_the_path_wins_a_sy
     free(a);
     free(b);
 }
+
+/* A file whose content the server refused, moved away (mv other.md x.md),
+ * then c.md moved onto its old path: the refused file's move only waits
+ * for its content to be fixed, so it still moves its memory away, and the
+ * move of c.md waits for it; neither is taken back.  Once x.md is written
+ * anew, both go out. */
+Test(mount_sync_paths, a_move_onto_the_path_a_refused_file_left_waits_for_it)
+{
+    char *a = sy_id("/c.md"), *b = sy_id("/other.md");
+    cr_assert(a && b);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "printf 'x\\000y\\n' > other.md"), 0);
+    cr_assert(sy_wait_log(REC_MSG_REFUSED, "path=/other.md", 1, WITHIN), "no refusal logged");
+    cr_assert_eq(sy_run(NULL, "mv other.md x.md && mv c.md other.md"), 0);
+    sy_after_sync();
+    sy_after_sync();
+    char *out = NULL;
+    sy_run(&out, "ls; cat other.md");
+    cr_expect_str_eq(out, "notes\nother.md\nx.md\nbase\n", "a move was taken back");
+    free(out);
+    cr_expect_eq(sy_log_count(REC_MSG_PATH_HELD, NULL), 0, "a move was taken for held");
+    cr_assert_eq(sy_run(NULL, "echo fixed > x.md"), 0);
+    const char *const want[] = {
+        "/notes/r.md", "will be deleted remotely\n", "/other.md", "base\n", "/x.md", "fixed\n",
+        NULL,
+    };
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN * 2, &last), "the moves did not go out: %s", last);
+    free(last);
+    char *now_a = sy_id("/other.md"), *now_b = sy_id("/x.md");
+    cr_expect(now_a && strcmp(now_a, a) == 0, "other.md is not c.md's memory");
+    cr_expect(now_b && strcmp(now_b, b) == 0, "x.md is not other.md's memory");
+    free(now_a);
+    free(now_b);
+    free(a);
+    free(b);
+}

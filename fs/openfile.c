@@ -166,8 +166,6 @@ static void set_dirty(struct ofile *f, int64_t now_ns)
 static int write_locked(struct ofile *f, const char *data, size_t size, uint64_t off,
                         int64_t now_ns, struct cache *c)
 {
-    if (f->cut_over)
-        return -EFBIG; /* the rest of an edit given up (keep_cut_locked) */
     if (off > MEM_CONTENT_MAX_BYTES || size > MEM_CONTENT_MAX_BYTES - off) {
         /* `cat big > f`: the file was emptied, or written up to the limit. */
         f->cut = f->cut || f->dirty || f->unsaved || f->held;
@@ -231,7 +229,7 @@ int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, struct cache 
             memset(f->buf + f->len, 0, (size_t)size - f->len);
         f->len = (size_t)size;
         if (!size)
-            f->cut = f->cut_over = false; /* written again from nothing */
+            f->cut = false; /* written again from nothing */
         set_dirty(f, now_ns);
     }
     pthread_mutex_unlock(&f->lock);
@@ -275,8 +273,6 @@ bool ofile_writer_release(struct ofile *f)
     if (f->writers)
         f->writers--;
     bool last = f->writers == 0;
-    if (last)
-        f->cut_over = false; /* the given-up edit's writers are gone */
     pthread_mutex_unlock(&f->lock);
     return last;
 }
@@ -378,10 +374,6 @@ static int keep_cut_locked(struct ofile *f, struct cache *c)
     f->held = false;
     f->cut = false;
     f->cut_kept = false;
-    /* Writers still holding the file (a descriptor the shell shares:
-     * `{ cat big; echo done; } > f`) would write on the content put back:
-     * neither version.  Their writes are refused until they are gone. */
-    f->cut_over = f->writers > 0;
     f->loaded = false; /* the next open or read loads the saved content */
     return -EFBIG;
 }
@@ -431,7 +423,7 @@ static int keep_lost_locked(struct ofile *f, struct cache *c, bool end)
         }
     }
     if (!rc && end) {
-        f->lost = f->cut = f->cut_kept = f->cut_over = f->kept = f->unsaved = f->held = false;
+        f->lost = f->cut = f->cut_kept = f->kept = f->unsaved = f->held = false;
         drop_locked(f);
     }
     return rc;

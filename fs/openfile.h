@@ -30,11 +30,6 @@ struct ofile {
                                 * after the buffer was changed: its edit is
                                 * not what the writer meant (ofile_flush) */
     bool cut_kept;             /* that edit's record is written */
-    bool cut_over;             /* a cut edit was given up at a close while
-                                * writers still hold the file: their writes
-                                * are refused (EFBIG), not laid over the
-                                * content put back, until the last writer
-                                * goes or the file is emptied again */
     bool lost;                 /* the writers' edit lost to the store while
                                 * they held the file open: the buffer is
                                 * their version, which every save keeps as

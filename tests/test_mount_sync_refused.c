@@ -250,32 +250,3 @@ Test(mount_sync_refused, a_write_past_the_limit_keeps_the_unpushed_edit_before_i
     cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
     free(last);
 }
-
-/* { dd (one write past the limit); echo done; } > f: the shell's one
- * descriptor is shared, and dd's close gives the cut edit up (the file
- * goes back to what it held) while echo still writes through it.  Before
- * the fix echo's bytes landed on the content put back: "done\n" over the
- * start of the old text, saved and pushed, neither version.  Now the
- * cut edit's descriptor writes nothing more (EFBIG) until it is closed;
- * the file keeps its content, and a new open writes as usual. */
-Test(mount_sync_refused, writes_after_a_cut_through_the_same_descriptor_are_refused)
-{
-    cr_assert_eq(sy_run(NULL, "printf 'the seeded text\\n' > seeded.md"), 0);
-    sy_after_sync();
-    char *out = NULL;
-    int rc = sy_run(&out, "{ dd if=/dev/zero bs=150000 count=1 status=none; echo done; } "
-                          "> seeded.md 2>/tmp/mfs-cut-err.$$; cat seeded.md; "
-                          "grep -c 'File too large' /tmp/mfs-cut-err.$$; rm -f /tmp/mfs-cut-err.$$");
-    cr_expect_eq(rc, 0, "%s", out);
-    cr_expect_str_eq(out, "the seeded text\n2\n", "the file was mixed or a write went in");
-    free(out);
-    sy_after_sync();
-    const char *const want[] = {"/seeded.md", "the seeded text\n", NULL};
-    char *last = NULL;
-    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
-    free(last);
-    cr_assert_eq(sy_run(NULL, "echo small > seeded.md"), 0, "a new open cannot write");
-    const char *const want2[] = {"/seeded.md", "small\n", NULL};
-    cr_expect(sy_wait_server(want2, WITHIN, &last), "the store holds %s", last);
-    free(last);
-}

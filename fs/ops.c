@@ -539,10 +539,14 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
     return 0;
 }
 
-static void open_undo(struct fs_store *s, struct fuse_file_info *fi)
+/* An open answered too late (its caller gave up): its writer goes without
+ * a save, as before 5 December 2026; an O_TRUNC open's emptied buffer
+ * would otherwise be saved and pushed for an open nobody got. */
+static void open_undo(struct fuse_file_info *fi)
 {
     struct ofile *f = ops_ofile(fi);
-    writer_undo(s, f, ops_fh_writer(fi));
+    if (ops_fh_writer(fi))
+        ofile_writer_release(f);
     ofile_put(f);
 }
 
@@ -564,7 +568,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (rc)
         fuse_reply_err(req, -rc);
     else if (fuse_reply_open(req, fi) != 0)
-        open_undo(s, fi); /* the open was interrupted: no release will come */
+        open_undo(fi); /* the open was interrupted: no release will come */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

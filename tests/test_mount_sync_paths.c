@@ -34,6 +34,24 @@ static void teardown(void)
 
 TestSuite(mount_sync_paths, .init = setup, .fini = teardown, .timeout = 90);
 
+/* The mount and the store end with c.md's memory, edited remotely, at
+ * c.md and other.md's untouched at other.md, nothing pending (the moves
+ * taken back). */
+static void expect_the_store_s_names(int within)
+{
+    cr_expect(mnt_wait_sh(&E, within, "test \"$(cat '%s/c.md')\" = 'edited remotely' && "
+                                      "test \"$(cat '%s/other.md')\" = untouched", mnt, mnt),
+              "the store's paths do not show");
+    const char *const want[] = {
+        "/c.md", "edited remotely\n", "/notes/r.md", "will be deleted remotely\n",
+        "/other.md", "untouched\n", NULL,
+    };
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store changed: %s", last);
+    free(last);
+    cr_expect(sy_wait_clean(WITHIN), "pending changes remain");
+}
+
 /* rm c.md; mv other.md c.md, while another client edits c.md's memory:
  * the deletion loses to the edit (the memory comes back), and the move of
  * other.md onto c.md's path, which the store keeps for that memory, loses
@@ -47,17 +65,7 @@ Test(mount_sync_paths, a_move_onto_a_path_the_store_keeps_for_another_memory_los
     sy_after_sync();
     cr_assert_eq(sy_remote_update(a, "{\"content\":\"edited remotely\\n\"}"), 200);
     cr_assert_eq(sy_run(NULL, "rm c.md && mv other.md c.md"), 0);
-    cr_expect(mnt_wait_sh(&E, WITHIN, "test \"$(cat '%s/c.md')\" = 'edited remotely' && "
-                                      "test \"$(cat '%s/other.md')\" = untouched", mnt, mnt),
-              "the store's paths do not show");
-    const char *const want[] = {
-        "/c.md", "edited remotely\n", "/notes/r.md", "will be deleted remotely\n",
-        "/other.md", "untouched\n", NULL,
-    };
-    char *last = NULL;
-    cr_expect(sy_wait_server(want, WITHIN, &last), "the store changed: %s", last);
-    free(last);
-    cr_expect(sy_wait_clean(WITHIN), "pending changes remain");
+    expect_the_store_s_names(WITHIN);
     cr_expect(sy_wait_log(REC_MSG_PATH_HELD, "path=/c.md", 1, WITHIN), "no warning");
     sy_after_sync();
     cr_expect_eq(sy_log_count(REC_MSG_PATH_CONFLICT, NULL), 0, "a move was sent onto the path");
@@ -122,17 +130,7 @@ Test(mount_sync_paths, a_move_back_onto_a_path_a_new_file_took_settles)
     sy_after_sync();
     cr_assert_eq(sy_remote_update(a, "{\"content\":\"edited remotely\\n\"}"), 200);
     cr_assert_eq(sy_run(NULL, "rm c.md && mv other.md c.md && echo fresh > other.md"), 0);
-    cr_expect(mnt_wait_sh(&E, WITHIN, "test \"$(cat '%s/c.md')\" = 'edited remotely' && "
-                                      "test \"$(cat '%s/other.md')\" = untouched", mnt, mnt),
-              "the store's paths do not show");
-    const char *const want[] = {
-        "/c.md", "edited remotely\n", "/notes/r.md", "will be deleted remotely\n",
-        "/other.md", "untouched\n", NULL,
-    };
-    char *last = NULL;
-    cr_expect(sy_wait_server(want, WITHIN, &last), "the store changed: %s", last);
-    free(last);
-    cr_expect(sy_wait_clean(WITHIN), "pending changes remain");
+    expect_the_store_s_names(WITHIN);
     char *lost = mnt_q(&E, "SELECT k.path || ' ' || CAST(b.data AS TEXT)"
                            " FROM conflicts k JOIN blobs b ON b.sha = k.local_sha");
     cr_expect_str_eq(lost, "/other.md fresh\n", "the new file is not kept as a record");
@@ -199,17 +197,7 @@ Test(mount_sync_paths, an_edit_racing_the_deletion_that_frees_the_path_wins_a_sy
     cr_assert(out_now, "no deletion was sent");
     cr_assert_eq(sy_remote_update(a, "{\"content\":\"edited remotely\\n\"}"), 200);
     sy_fault("{\"action\":\"status\",\"status\":503,\"count\":1,\"method\":\"GET\"}");
-    cr_expect(mnt_wait_sh(&E, WITHIN * 2, "test \"$(cat '%s/c.md')\" = 'edited remotely' && "
-                                          "test \"$(cat '%s/other.md')\" = untouched", mnt, mnt),
-              "the store's paths do not show");
-    const char *const want[] = {
-        "/c.md", "edited remotely\n", "/notes/r.md", "will be deleted remotely\n",
-        "/other.md", "untouched\n", NULL,
-    };
-    char *last = NULL;
-    cr_expect(sy_wait_server(want, WITHIN, &last), "the store changed: %s", last);
-    free(last);
-    cr_expect(sy_wait_clean(WITHIN), "pending changes remain");
+    expect_the_store_s_names(WITHIN * 2);
     cr_expect(sy_log_count(REC_MSG_DELETE_LOST_RACE, "path=/c.md") >= 1, "the delete did not race");
     cr_expect_eq(sy_count_versions(a, "deleted"), 0, "the edited memory was deleted");
     cr_expect_eq(sy_count_versions(b, NULL), 1, "the moved memory was written");

@@ -215,6 +215,30 @@ static bool move_held(const struct cycle *cy, const struct file *f)
     return at && strcmp(at->memory_id, n->memory_id) != 0 && !leaves(cy, at, n->ino);
 }
 
+/* The decision for dirty file f against baseline (base_id, base_sha,
+ * base_path), remote rm and unsettled upload sent: the one place a file's
+ * decision input is built, for plan_file and for hold_back_moves (which
+ * must foresee plan_file's decision). */
+static void decide_file(const struct cycle *cy, const struct file *f, const char *base_id,
+                        const char *base_sha, const char *base_path,
+                        const struct cache_remote *rm, const struct cache_sent *sent, bool held,
+                        struct rec_out *o)
+{
+    const struct cnode *n = &f->n;
+    struct rec_in in = {
+        .memory_id = base_id, .base_sha = base_sha, .base_path = base_path,
+        .local = REC_L_FILE, .sha = n->sha, .path = n->path, .dirty = true,
+        .refused_sha = f->refused_sha, .sent_sha = sent ? sent->sha : NULL,
+        .sent_path = sent ? sent->path : NULL,
+        .remote = rm != NULL, .remote_id = rm ? rm->memory_id : NULL,
+        .remote_sha = rm ? rm->sha : NULL, .remote_path = rm ? rm->path : NULL,
+        .path_held = held,
+        .access = cy->st->read_only ? REC_READ_ONLY : REC_READ_WRITE,
+        .deletions = cycle_mode(cy->s),
+    };
+    rec_decide(&in, o);
+}
+
 /* Whether synced file f, its memory listed, goes to where the store has
  * its memory this sync (it loses to the store, its move held back or not,
  * or only the store changed it): the decision plan_file takes (it adds
@@ -224,18 +248,10 @@ static bool goes_back(const struct cycle *cy, const struct file *f, bool held)
 {
     const struct cnode *n = &f->n;
     const struct cache_remote *rm = remote_find_id(&cy->r, n->memory_id);
-    const struct cache_sent *sent = sent_match(&cy->sent, n->memory_id, n->ino, rm);
-    struct rec_in in = {
-        .memory_id = n->memory_id, .base_sha = n->base_sha, .base_path = n->base_path,
-        .local = REC_L_FILE, .sha = n->sha, .path = n->path, .dirty = true,
-        .refused_sha = f->refused_sha, .sent_sha = sent ? sent->sha : NULL,
-        .sent_path = sent ? sent->path : NULL, .remote = true, .remote_id = rm->memory_id,
-        .remote_sha = rm->sha, .remote_path = rm->path, .path_held = held,
-        .access = cy->st->read_only ? REC_READ_ONLY : REC_READ_WRITE,
-        .deletions = cycle_mode(cy->s),
-    };
     struct rec_out o;
-    return rec_decide(&in, &o) == 0 && (o.action == REC_CONFLICT_PULL || o.action == REC_PULL);
+    decide_file(cy, f, n->memory_id, n->base_sha, n->base_path, rm,
+                sent_match(&cy->sent, n->memory_id, n->ino, rm), held, &o);
+    return o.action == REC_CONFLICT_PULL || o.action == REC_PULL;
 }
 
 /* Before the files are decided: which synced files go back to where the
@@ -509,20 +525,10 @@ static int plan_file(struct cycle *cy, struct file *f)
         (owned_elsewhere(cy, rm->memory_id, n->ino) ||
          (!sent && lost_upload_of_other(&cy->sent, rm, n->ino))))
         rm = NULL, sent = NULL;
-    struct rec_in in = {
-        .memory_id = base_id,
-        .base_sha = base_gone ? "" : tk ? tk->base_sha : n->base_sha,
-        .base_path = base_gone ? "" : tk ? tk->base_path : n->base_path,
-        .local = REC_L_FILE, .sha = n->sha, .path = n->path, .dirty = true,
-        .refused_sha = f->refused_sha, .sent_sha = sent ? sent->sha : NULL,
-        .sent_path = sent ? sent->path : NULL,
-        .remote = rm != NULL, .remote_id = rm ? rm->memory_id : NULL,
-        .remote_sha = rm ? rm->sha : NULL, .remote_path = rm ? rm->path : NULL,
-        .path_held = f->path_held && strcmp(base_id, n->memory_id) == 0,
-        .access = st->read_only ? REC_READ_ONLY : REC_READ_WRITE, .deletions = cycle_mode(s),
-    };
     struct rec_out o;
-    rec_decide(&in, &o);
+    decide_file(cy, f, base_id, base_gone ? "" : tk ? tk->base_sha : n->base_sha,
+                base_gone ? "" : tk ? tk->base_path : n->base_path, rm, sent,
+                f->path_held && strcmp(base_id, n->memory_id) == 0, &o);
     say(st, &o, n->path, n->sha);
     int rc = 0;
     if (o.adopted_sent) {

@@ -22,6 +22,13 @@
  * content as a record, ofile_lost) stays theirs: each later save keeps it
  * as a record, and it is dropped when the last writer goes.
  *
+ * Edits: an edit given up while writers of it still hold the file (a cut
+ * edit's close put the file back; a new writer took over a lost edit)
+ * moves f->edit on, and the handles of the old one (ops.h, struct
+ * ops_writer) are refused every later write, truncate and fsync, and
+ * save nothing at their close: what they wrote would land on the version
+ * the file went back to and be pushed as a mix.
+ *
  * Locking: the table lock guards the hash chains and refs; each entry's
  * own lock guards its buffer.  Order: an entry's lock, then the cache's
  * lock (ofile_flush, ops_load, ops_getnode); the table lock is a leaf,
@@ -155,6 +162,33 @@ static int mark_first(struct ofile *f, struct cache *c)
     return cache_mark_dirty(c, f->row);
 }
 
+/* A handle of an edit given up since it opened (openfile.h, "Edits"). */
+static int ended_locked(const struct ofile *f, unsigned edit)
+{
+    return edit != OFILE_ANY && edit != f->edit ? f->edit_err : 0;
+}
+
+/* The edit in progress is given up while writers of it may remain: their
+ * handles get err from now on (the latest give-up's, when a handle has
+ * outlived two). */
+static void end_edit_locked(struct ofile *f, int err)
+{
+    if (!f->writers)
+        return; /* no handle of it is left to tell */
+    f->edit++;
+    if (f->edit == OFILE_ANY)
+        f->edit = 0;
+    f->edit_err = err;
+}
+
+unsigned ofile_edit(struct ofile *f)
+{
+    pthread_mutex_lock(&f->lock);
+    unsigned edit = f->edit;
+    pthread_mutex_unlock(&f->lock);
+    return edit;
+}
+
 static void set_dirty(struct ofile *f, int64_t now_ns)
 {
     f->dirty = true;
@@ -163,16 +197,19 @@ static void set_dirty(struct ofile *f, int64_t now_ns)
     f->ctime_ns = now_ns;
 }
 
-static int write_locked(struct ofile *f, const char *data, size_t size, uint64_t off,
-                        int64_t now_ns, struct cache *c)
+static int write_locked(struct ofile *f, unsigned edit, const char *data, size_t size,
+                        uint64_t off, int64_t now_ns, struct cache *c)
 {
+    int rc = ended_locked(f, edit);
+    if (rc)
+        return rc;
     if (off > MEM_CONTENT_MAX_BYTES || size > MEM_CONTENT_MAX_BYTES - off) {
         /* `cat big > f`: the file was emptied, or written up to the limit. */
         f->cut = f->cut || f->dirty || f->unsaved || f->held;
         return -EFBIG;
     }
     size_t end = (size_t)off + size;
-    int rc = f->loaded ? reserve(f, end > f->len ? end : f->len) : -EIO;
+    rc = f->loaded ? reserve(f, end > f->len ? end : f->len) : -EIO;
     if (!rc)
         rc = mark_first(f, c);
     if (!rc) {
@@ -187,34 +224,37 @@ static int write_locked(struct ofile *f, const char *data, size_t size, uint64_t
     return rc;
 }
 
-int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
-                struct cache *c)
+int ofile_write(struct ofile *f, unsigned edit, const char *data, size_t size, uint64_t off,
+                int64_t now_ns, struct cache *c)
 {
     pthread_mutex_lock(&f->lock);
-    int rc = write_locked(f, data, size, off, now_ns, c);
+    int rc = write_locked(f, edit, data, size, off, now_ns, c);
     pthread_mutex_unlock(&f->lock);
     return rc;
 }
 
-int ofile_append(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
-                 struct cache *c, bool *moved)
+int ofile_append(struct ofile *f, unsigned edit, const char *data, size_t size, uint64_t off,
+                 int64_t now_ns, struct cache *c, bool *moved)
 {
     *moved = false;
     pthread_mutex_lock(&f->lock);
     /* Not loaded: -EIO below, and the caller loads the buffer first. */
     uint64_t end = f->loaded ? f->len : off;
-    int rc = write_locked(f, data, size, end, now_ns, c);
+    int rc = write_locked(f, edit, data, size, end, now_ns, c);
     *moved = !rc && end != off;
     pthread_mutex_unlock(&f->lock);
     return rc;
 }
 
-int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, struct cache *c)
+int ofile_truncate(struct ofile *f, unsigned edit, uint64_t size, int64_t now_ns,
+                   struct cache *c)
 {
     if (size > MEM_CONTENT_MAX_BYTES)
         return -EFBIG;
     pthread_mutex_lock(&f->lock);
-    int rc = f->loaded || size == 0 ? 0 : -EIO;
+    int rc = ended_locked(f, edit);
+    if (!rc && !f->loaded && size != 0)
+        rc = -EIO;
     if (!rc)
         rc = reserve(f, (size_t)size);
     if (!rc)
@@ -425,16 +465,27 @@ static int keep_lost_locked(struct ofile *f, struct cache *c, bool end)
     if (!rc && end) {
         f->lost = f->cut = f->cut_kept = f->kept = f->unsaved = f->held = false;
         drop_locked(f);
+        end_edit_locked(f, -EIO);
     }
     return rc;
 }
 
-int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
+int ofile_flush(struct ofile *f, unsigned edit, struct cache *c, enum ofile_flush_why why,
                 const struct cache_then *then, bool *dropped)
 {
     bool gone = false;
     pthread_mutex_lock(&f->lock);
     int rc = 0;
+    if (ended_locked(f, edit)) {
+        /* A handle of an ended edit has nothing of its own in the buffer
+         * (its writes are refused): its close saves nothing, and its
+         * fsync must not make another writer's unfinished work final. */
+        rc = why == OFILE_SYNC ? ended_locked(f, edit) : 0;
+        pthread_mutex_unlock(&f->lock);
+        if (dropped)
+            *dropped = false;
+        return rc;
+    }
     /* OFILE_LAST with writers: one opened since the release counted the
      * last one out, and may have written into the shared buffer already;
      * saved held, as its unfinished work (pushed once it is done). */
@@ -450,6 +501,12 @@ int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
         /* (A truncate by path is another process's: it saves held.) */
         rc = keep_cut_locked(f, c);
         gone = rc == -EFBIG;
+        /* A writer's close or fsync gave the edit up: the handles of it
+         * still open are done with.  (At the last writer's release none
+         * is left: one opened since the release counted the last out
+         * belongs to an edit of its own.) */
+        if (gone && (why == OFILE_CLOSE || why == OFILE_SYNC))
+            end_edit_locked(f, -EFBIG);
     } else if (f->dirty || f->unsaved) {
         char sha[SHA256_HEX_LEN + 1];
         /* The bytes were edited from f->sha: if the cache moved meanwhile

@@ -3,6 +3,7 @@
 #ifndef MFS_OPENFILE_H
 #define MFS_OPENFILE_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -40,6 +41,11 @@ struct ofile {
                                 * since it was loaded: the open file's own
                                 * edit (an idle writer's buffer is not) */
     unsigned writers;          /* open handles that may write */
+    unsigned edit;             /* the edit writers open now join (ofile_edit):
+                                * moves on when one is given up while
+                                * writers of it remain (a cut edit, a lost
+                                * edit a new writer took over) */
+    int edit_err;              /* what a handle of an earlier edit is told */
     char *buf;                 /* len bytes, capacity cap */
     size_t len, cap;
     char sha[SHA256_HEX_LEN + 1]; /* cache content buf was loaded from / flushed as */
@@ -73,22 +79,37 @@ bool ofile_current_locked(const struct ofile *f, const char *sha);
  * (see above).  Takes ownership of buf (malloc'd) in every case. */
 void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sha);
 
+/* Edits.  A writable handle belongs to the edit in progress when its open
+ * ended (ofile_edit).  An edit given up while writers of it still hold
+ * the file (a cut edit's close put the file back; a new writer took over
+ * an edit that lost to the store) ends theirs: their later writes,
+ * truncates and fsyncs are refused (the cut edit's EFBIG, EIO for a lost
+ * one), since what they wrote would land on the version the file went
+ * back to, and be saved and pushed as a mix nobody wrote.  Handles opened
+ * since write as usual; so does every writer once the last writer of the
+ * file is gone.  OFILE_ANY: a change that is no handle's (by path, the
+ * kernel's page writeback, the last writer's release). */
+#define OFILE_ANY UINT_MAX
+unsigned ofile_edit(struct ofile *f);
+
 /* Writes size bytes at off (the buffer must be loaded).  -EFBIG past
  * MEM_CONTENT_MAX_BYTES (nothing changes), -ENOMEM.  The first change to
  * a clean buffer marks its node dirty in c first (not for a file this
  * open created: the cache has it dirty already); when that fails, its
- * error is returned and nothing changes.  c NULL: no mark. */
-int ofile_write(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
-                struct cache *c);
+ * error is returned and nothing changes.  c NULL: no mark.  A handle of
+ * an ended edit (see above) gets that edit's error, nothing written. */
+int ofile_write(struct ofile *f, unsigned edit, const char *data, size_t size, uint64_t off,
+                int64_t now_ns, struct cache *c);
 /* The same for a descriptor opened with O_APPEND: the bytes go at the end
  * of the buffer, wherever the kernel put them (off: its idea of the size,
  * stale when the store changed the file since it last asked); *moved
  * says they went elsewhere than off, so its pages and size are wrong. */
-int ofile_append(struct ofile *f, const char *data, size_t size, uint64_t off, int64_t now_ns,
-                 struct cache *c, bool *moved);
+int ofile_append(struct ofile *f, unsigned edit, const char *data, size_t size, uint64_t off,
+                 int64_t now_ns, struct cache *c, bool *moved);
 /* Sets the length (zero-filling growth); -EFBIG past the limit.  Marks the
  * buffer loaded (a truncation to 0 needs no content); marks as above. */
-int ofile_truncate(struct ofile *f, uint64_t size, int64_t now_ns, struct cache *c);
+int ofile_truncate(struct ofile *f, unsigned edit, uint64_t size, int64_t now_ns,
+                   struct cache *c);
 /* Copies up to size bytes from off into a malloc'd *out (NULL when *n is
  * 0), so the caller replies to the kernel without holding the lock. */
 int ofile_read(struct ofile *f, uint64_t off, size_t size, char **out, size_t *n);
@@ -114,8 +135,9 @@ enum ofile_flush_why {
  * the size limit had cut the edit short; it is kept as a record, not saved.
  * *dropped (may be NULL): the buffer went, a cut edit's or one that lost
  * to the store, whose bytes the kernel's pages hold (they must go:
- * fs_notify_reverted). */
-int ofile_flush(struct ofile *f, struct cache *c, enum ofile_flush_why why,
+ * fs_notify_reverted).  edit: the handle's; one of an edit that was given
+ * up saves nothing (OFILE_SYNC: its error). */
+int ofile_flush(struct ofile *f, unsigned edit, struct cache *c, enum ofile_flush_why why,
                 const struct cache_then *then, bool *dropped);
 /* Whether a refused write cut the buffer's edit short (its save puts
  * back the store's version: fetch it first, ops_save). */

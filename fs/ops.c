@@ -11,9 +11,10 @@
  *
  * Open files: every open of a file shares the inode's struct ofile
  * (openfile.c), loaded from the cache at open (downloading the content
- * first if the cache does not have it); fi->fh points to it, its low bit
- * telling whether the handle counts as a writer (ops.h, OPS_FH_WRITER; 0
- * for the marker, whose bytes are served from the store).  read serves from it, so
+ * first if the cache does not have it); a reader's fi->fh points to it, a
+ * writer's to a struct ops_writer (the ofile and the edit it joined), with
+ * the low bit set (ops.h, OPS_FH_WRITER; 0 for the marker, whose bytes are
+ * served from the store).  read serves from it, so
  * a reader sees what a writer wrote; release flushes and drops it.
  * keep_cache lets the kernel keep pages across opens: the sync engine
  * invalidates exactly the inodes whose content changed (notify.c), and
@@ -396,13 +397,13 @@ int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait, bool queue)
     return rc;
 }
 
-int ops_save(struct fs_store *s, struct ofile *f, enum ofile_flush_why why,
+int ops_save(struct fs_store *s, struct ofile *f, unsigned edit, enum ofile_flush_why why,
              const struct cache_then *then)
 {
     if (ofile_is_cut(f))
         fetch_base(s, f->row);
     bool dropped = false;
-    int rc = ofile_flush(f, s->cache, why, then, &dropped);
+    int rc = ofile_flush(f, edit, s->cache, why, then, &dropped);
     /* The cut edit, or an edit that lost to the store, went: the kernel
      * has its pages and attributes. */
     if (dropped)
@@ -466,7 +467,7 @@ int ops_load(struct fs_store *s, struct ofile *f)
 static void writer_undo(struct fs_store *s, struct ofile *f, bool writing)
 {
     if (writing && ofile_writer_release(f)) {
-        int rc = ops_save(s, f, OFILE_LAST, NULL);
+        int rc = ops_save(s, f, OFILE_ANY, OFILE_LAST, NULL);
         if (rc && rc != -EFBIG)
             log_error("failed to save a closed file to the cache", "memory_store_id", s->id,
                       "error", strerror(-rc));
@@ -481,15 +482,19 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
     bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
     if (writing && s->read_only)
         return -EROFS;
-    struct ofile *f = ofile_get(row);
-    if (!f)
+    struct ops_writer *w = writing ? malloc(sizeof(*w)) : NULL;
+    struct ofile *f = writing && !w ? NULL : ofile_get(row);
+    if (!f) {
+        free(w);
         return -ENOMEM;
+    }
     int rc = 0;
     bool reader = (fi->flags & O_ACCMODE) == O_RDONLY && !writing;
     /* A new writer starts from the store's version, not from an edit that
      * lost to it which earlier writers still hold (openfile.c). */
     bool dropped = false;
     if (writing && (rc = ofile_end_lost(f, s->cache, &dropped)) != 0) {
+        free(w);
         ofile_put(f);
         return rc;
     }
@@ -506,7 +511,7 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
         struct cnode n;
         rc = cache_getattr(s->cache, f->row, &n);
         if (!rc) {
-            rc = n.is_dir ? -EISDIR : ofile_truncate(f, 0, ops_now_ns(), s->cache);
+            rc = n.is_dir ? -EISDIR : ofile_truncate(f, OFILE_ANY, 0, ops_now_ns(), s->cache);
             if (!rc)
                 ofile_set_origin(f, n.sha, strcmp(n.sha, n.base_sha) != 0);
             cnode_clear(&n);
@@ -523,6 +528,7 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
         if (dropped)
             fs_notify_reverted(s, f->row);
         writer_undo(s, f, writing);
+        free(w);
         ofile_put(f);
         return rc;
     }
@@ -532,7 +538,9 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
      * open holds no page of the inode locked. */
     if (dropped)
         fs_notify_reverted(s, f->row);
-    ops_set_fh(fi, f, writing);
+    /* The handle joins the edit in progress once its own truncate or load
+     * is done: one given up meanwhile is not its. */
+    ops_set_fh(fi, f, w);
     fi->keep_cache = !dropped; /* the kernel's pages held the lost edit */
     /* A reader has nothing to save at close: no FLUSH round trip. */
     fi->noflush = reader;
@@ -547,6 +555,7 @@ static void open_undo(struct fuse_file_info *fi)
     struct ofile *f = ops_ofile(fi);
     if (ops_fh_writer(fi))
         ofile_writer_release(f);
+    ops_fh_free(fi);
     ofile_put(f);
 }
 
@@ -603,10 +612,14 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     if (f) {
         bool writer = ops_fh_writer(fi);
         bool last = writer && ofile_writer_release(f);
-        int rc = ops_save(s, f, !writer ? OFILE_READER : last ? OFILE_LAST : OFILE_CLOSE, NULL);
+        /* The last writer's release finishes whatever edit the buffer
+         * holds: the one writers still open belonged to ended with them. */
+        int rc = ops_save(s, f, last ? OFILE_ANY : ops_fh_edit(fi),
+                          !writer ? OFILE_READER : last ? OFILE_LAST : OFILE_CLOSE, NULL);
         if (rc && rc != -EFBIG) /* EFBIG: a cut edit, kept as a record and logged */
             log_error("failed to save a closed file to the cache", "memory_store_id", s->id,
                       "error", strerror(-rc));
+        ops_fh_free(fi);
         ofile_put(f);
     }
     fuse_reply_err(req, 0);

@@ -3,6 +3,8 @@
 #ifndef MFS_FS_OPS_H
 #define MFS_FS_OPS_H
 
+#include <errno.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -20,16 +22,30 @@ static inline struct fs_store *ops_store(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
-/* A handle's fh is its file's shared ofile, with the low bit set when
- * the handle counts among the file's writers (ofile_writer_open): one
- * opened for writing, one whose open truncated, or one whose open created
- * the file, whatever its access mode.  Its release is then a writer's; a
+/* A handle's fh.  A reader's is its file's shared ofile.  A writer's (one
+ * counted among the file's writers, ofile_writer_open: opened for
+ * writing, or truncating, or creating the file, whatever its access mode)
+ * is a struct ops_writer, with the low bit set: its file and the edit it
+ * belongs to (openfile.h, "Edits").  Its release is then a writer's; a
  * release's flags cannot tell (the kernel clears O_CREAT and O_TRUNC). */
 #define OPS_FH_WRITER ((uint64_t)1)
 
+struct ops_writer {
+    struct ofile *f;
+    unsigned edit;
+};
+
+static inline struct ops_writer *ops_fh_writer_of(const struct fuse_file_info *fi)
+{
+    return fi && (fi->fh & OPS_FH_WRITER)
+               ? (struct ops_writer *)(uintptr_t)(fi->fh & ~OPS_FH_WRITER)
+               : NULL;
+}
+
 static inline struct ofile *ops_ofile(const struct fuse_file_info *fi)
 {
-    return fi ? (struct ofile *)(uintptr_t)(fi->fh & ~OPS_FH_WRITER) : NULL;
+    struct ops_writer *w = ops_fh_writer_of(fi);
+    return w ? w->f : fi ? (struct ofile *)(uintptr_t)fi->fh : NULL;
 }
 
 static inline bool ops_fh_writer(const struct fuse_file_info *fi)
@@ -37,9 +53,33 @@ static inline bool ops_fh_writer(const struct fuse_file_info *fi)
     return fi && (fi->fh & OPS_FH_WRITER);
 }
 
-static inline void ops_set_fh(struct fuse_file_info *fi, struct ofile *f, bool writer)
+/* The edit a handle's changes belong to: OFILE_ANY for a reader's. */
+static inline unsigned ops_fh_edit(const struct fuse_file_info *fi)
 {
-    fi->fh = (uint64_t)(uintptr_t)f | (writer ? OPS_FH_WRITER : 0);
+    struct ops_writer *w = ops_fh_writer_of(fi);
+    return w ? w->edit : OFILE_ANY;
+}
+
+/* Sets fi's handle for f: a reader's (w NULL), or a writer's, which joins
+ * the edit in progress now.  w is malloc'd by the caller before it changes
+ * anything, so that nothing can fail after a change (an O_TRUNC open's
+ * emptied buffer must not be saved for an open that failed).  ops_fh_free
+ * at its release. */
+static inline void ops_set_fh(struct fuse_file_info *fi, struct ofile *f, struct ops_writer *w)
+{
+    if (!w) {
+        fi->fh = (uint64_t)(uintptr_t)f;
+        return;
+    }
+    w->f = f;
+    w->edit = ofile_edit(f);
+    fi->fh = (uint64_t)(uintptr_t)w | OPS_FH_WRITER;
+}
+
+static inline void ops_fh_free(struct fuse_file_info *fi)
+{
+    free(ops_fh_writer_of(fi));
+    fi->fh = 0;
 }
 
 static inline int64_t ops_now_ns(void)
@@ -66,7 +106,7 @@ bool ops_is_marker(const struct fs_store *s, uint64_t parent_row, const char *na
 /* ofile_flush, around which a cut edit's save gets the store's version it
  * puts back (downloaded first when the cache lacks it) and the kernel
  * drops the file's pages after it (-EFBIG). */
-int ops_save(struct fs_store *s, struct ofile *f, enum ofile_flush_why why,
+int ops_save(struct fs_store *s, struct ofile *f, unsigned edit, enum ofile_flush_why why,
              const struct cache_then *then);
 /* Downloads n's content (n->memory_id at n->sha) into the cache.  0: look
  * again (it may have changed meanwhile); a negative errno otherwise.

@@ -75,8 +75,8 @@ static void reply_attr(fuse_req_t req, struct fs_store *s, uint64_t row)
 
 /* Resizes a file through its buffer: the handle's, or (truncate by path)
  * a temporary reference flushed at once. */
-static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, uint64_t size,
-                  bool *dropped)
+static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, unsigned edit,
+                  uint64_t size, bool *dropped)
 {
     *dropped = false;
     struct ofile *f = open_f ? open_f : ofile_get(row);
@@ -91,9 +91,9 @@ static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, uint64
     if (!rc && size > 0)
         rc = ops_load(s, f);
     if (!rc)
-        rc = ofile_truncate(f, size, ops_now_ns(), s->cache);
+        rc = ofile_truncate(f, edit, size, ops_now_ns(), s->cache);
     if (!rc && !open_f)
-        rc = ofile_flush(f, s->cache, OFILE_PATH, NULL, NULL);
+        rc = ofile_flush(f, OFILE_ANY, s->cache, OFILE_PATH, NULL, NULL);
     if (!open_f)
         ofile_put(f);
     return rc;
@@ -132,7 +132,8 @@ void ops_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
         else if (attr->st_size < 0)
             rc = -EINVAL;
         else
-            rc = resize(s, row, fi ? ops_ofile(fi) : NULL, (uint64_t)attr->st_size, &dropped);
+            rc = resize(s, row, fi ? ops_ofile(fi) : NULL, ops_fh_edit(fi),
+                        (uint64_t)attr->st_size, &dropped);
     }
     bool set_m = to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW);
     bool set_a = to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW);
@@ -291,7 +292,9 @@ static void answer_create(void *arg)
     a->sent = true;
     struct ofile *f = ofile_get(a->n->ino);
     char *empty = f ? strdup("") : NULL;
-    if (!empty) {
+    struct ops_writer *w = empty ? malloc(sizeof(*w)) : NULL;
+    if (!w) {
+        free(empty);
         ofile_put(f);
         fuse_reply_err(a->req, ENOMEM);
         return;
@@ -302,11 +305,12 @@ static void answer_create(void *arg)
     ofile_unlock(f);
     struct fuse_entry_param e;
     ops_fill_entry(a->s, a->n, &e);
-    ops_set_fh(a->fi, f, true); /* a create is a writer, whatever its access mode */
-    a->fi->keep_cache = 1;
     ofile_writer_open(f);
+    ops_set_fh(a->fi, f, w); /* a create is a writer, whatever its access mode */
+    a->fi->keep_cache = 1;
     if (fuse_reply_create(a->req, &e, a->fi) != 0) {
         ofile_writer_release(f);
+        ops_fh_free(a->fi);
         ofile_put(f); /* interrupted: no release will come */
     }
 }
@@ -352,9 +356,12 @@ void ops_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 static int put_bytes(struct fs_store *s, struct ofile *f, const struct fuse_file_info *fi,
                      const char *buf, size_t size, off_t off, bool *moved)
 {
+    /* The kernel's writeback of a shared mapping's pages comes through
+     * any writable handle of the inode: not that handle's edit. */
+    unsigned edit = fi->writepage ? OFILE_ANY : ops_fh_edit(fi);
     if (fi->flags & O_APPEND)
-        return ofile_append(f, buf, size, (uint64_t)off, ops_now_ns(), s->cache, moved);
-    return ofile_write(f, buf, size, (uint64_t)off, ops_now_ns(), s->cache);
+        return ofile_append(f, edit, buf, size, (uint64_t)off, ops_now_ns(), s->cache, moved);
+    return ofile_write(f, edit, buf, size, (uint64_t)off, ops_now_ns(), s->cache);
 }
 
 void ops_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -409,7 +416,7 @@ static void flush_reply(fuse_req_t req, struct fuse_file_info *fi, enum ofile_fl
     struct ofile *f = ops_ofile(fi);
     struct early e = {req, false};
     struct cache_then then = {answer_early, &e};
-    int rc = f ? ops_save(s, f, why, why == OFILE_CLOSE ? &then : NULL) : 0;
+    int rc = f ? ops_save(s, f, ops_fh_edit(fi), why, why == OFILE_CLOSE ? &then : NULL) : 0;
     if (rc && rc != -EFBIG) /* EFBIG: a cut edit, kept as a record and logged */
         log_error("failed to save a file to the cache", "memory_store_id", s->id, "error",
                   strerror(-rc));
@@ -470,7 +477,7 @@ void ops_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t
             cnode_clear(&n);
         bool dropped; /* an open handle's: never set */
         if (!rc && end > size)
-            rc = resize(s, f->row, f, end, &dropped);
+            rc = resize(s, f->row, f, ops_fh_edit(fi), end, &dropped);
     }
     fuse_reply_err(req, -rc);
 }

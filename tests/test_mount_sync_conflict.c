@@ -237,6 +237,41 @@ Test(mount_sync_conflict, a_new_writer_after_a_lost_edit_is_saved_as_any_other)
     free(id);
 }
 
+/* The writer that lost, still open after a new writer took the file
+ * over, writes no more: its writes went into the new writer's version
+ * (the store's, or what the new writer wrote) and were saved and pushed
+ * with it.  Before the fix: the pwrite, the ftruncate and the fsync went
+ * in, and the store and the file read "X". */
+Test(mount_sync_conflict, a_writer_that_lost_cannot_write_into_the_new_writer_s_version)
+{
+    char *id = NULL;
+    int fd = lose_a_saved_edit("the store's version", &id);
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "echo fixed > c.md"), 0, "%s", out);
+    free(out);
+    errno = 0;
+    cr_expect_eq(pwrite(fd, "XX", 2, 0), -1, "the lost writer's write went in");
+    cr_expect_eq(errno, EIO, "%s", strerror(errno));
+    errno = 0;
+    cr_expect_eq(ftruncate(fd, 1), -1, "the lost writer's truncate went in");
+    cr_expect_eq(errno, EIO, "%s", strerror(errno));
+    errno = 0;
+    cr_expect_eq(fsync(fd), -1, "the lost writer's fsync saved");
+    cr_expect_eq(errno, EIO, "%s", strerror(errno));
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync();
+    sy_run(&out, "cat c.md");
+    cr_expect_str_eq(out, "fixed\n", "the file is a mix");
+    free(out);
+    char *c = sy_content("/c.md");
+    cr_expect_str_eq(c ? c : "(none)", "fixed\n", "a mix reached the store");
+    free(c);
+    char *kept = records_at("/c.md");
+    cr_expect_str_eq(kept, "LOCAL1", "the records are not the lost edit's alone");
+    free(kept);
+    free(id);
+}
+
 /* `truncate FILE` after an edit lost to the store is a new writer's
  * change too: it cuts the store's version and is pushed.  Before the fix
  * the truncated lost edit went into a record, `truncate` exited 0, and

@@ -250,3 +250,48 @@ Test(mount_sync_refused, a_write_past_the_limit_keeps_the_unpushed_edit_before_i
     cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
     free(last);
 }
+
+/* A descriptor whose edit a write past the limit cut short, and whose
+ * close put the file back, writes no more: in `{ dd bs=150000 count=1;
+ * echo done | dd; } > f` the shell's descriptor, still open, laid "done" over
+ * the start of the text the file went back to, and that mix, which
+ * nobody wrote, was saved and pushed.  Before the fix: the second write
+ * went in, the file and the store read "done\n" then the old text from
+ * its sixth byte.
+ * A new descriptor opened after the give-up writes as usual, even while
+ * the cut one's release (asynchronous) is still to come: `cat big > f;
+ * echo ok >> f` appends. */
+Test(mount_sync_refused, a_descriptor_whose_cut_edit_went_back_writes_no_more)
+{
+    cr_assert_eq(sy_run(NULL, "echo 'the text before the edit' > kept.md"), 0);
+    sy_after_sync();
+    char *out = NULL;
+    int rc = sy_run(&out, "{ { dd if=/dev/zero bs=150000 count=1 status=none; "
+                          "echo done | dd status=none; } > kept.md; } 2>&1; echo; cat kept.md");
+    cr_expect_eq(rc, 0, "%s", out);
+    const char *efbig = "dd: error writing 'standard output': File too large";
+    const char *first = out ? strstr(out, efbig) : NULL;
+    cr_expect(first && strstr(first + 1, efbig),
+              "the old descriptor's second write was not refused with EFBIG: %s", out);
+    cr_expect(out && strstr(out, "\nthe text before the edit\n"), "the file is a mix: %s", out);
+    free(out);
+    sy_after_sync();
+    const char *const want[] = {"/seeded.md", "seed\n", "/kept.md", "the text before the edit\n",
+                                NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
+    free(last);
+
+    rc = sy_run(&out, "{ b=$(mktemp); head -c 150000 /dev/zero > $b; cat $b > kept.md; "
+                      "echo ok >> kept.md; rm $b; } 2>&1; echo; cat kept.md");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(out && strstr(out, "File too large") &&
+                  strstr(out, "\nthe text before the edit\nok\n"),
+              "the new descriptor's append did not go in: %s", out);
+    free(out);
+    sy_after_sync();
+    const char *const want2[] = {"/seeded.md", "seed\n", "/kept.md",
+                                 "the text before the edit\nok\n", NULL};
+    cr_expect(sy_wait_server(want2, WITHIN, &last), "the store holds %s", last);
+    free(last);
+}

@@ -248,12 +248,14 @@ static int parse_uid(const char *s, uid_t *out)
 int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
 {
     enum { O_SESSION = 256, O_STORE, O_INTERVAL, O_FLUSH, O_DELETIONS, O_CACHE, O_UID, O_GID,
-           O_LEVEL, O_LOGFILE, O_CRED, O_RESYNC, O_RPM, O_UMASK, O_MAXSIZE, O_CKEEP, O_CAGE, O_NOXATTR };
+           O_LEVEL, O_LOGFILE, O_CRED, O_RESYNC, O_RPM, O_UMASK, O_MAXSIZE, O_CKEEP, O_CAGE, O_NOXATTR,
+           O_FETCH };
     static const struct option longopts[] = {
         {"session", required_argument, NULL, O_SESSION},
         {"store", required_argument, NULL, O_STORE},
         {"sync-interval", required_argument, NULL, O_INTERVAL},
         {"flush-timeout", required_argument, NULL, O_FLUSH},
+        {"fetch-timeout", required_argument, NULL, O_FETCH},
         {"full-resync", required_argument, NULL, O_RESYNC},
         {"max-requests-per-minute", required_argument, NULL, O_RPM},
         {"sync-deletions", required_argument, NULL, O_DELETIONS},
@@ -274,6 +276,7 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
     memset(o, 0, sizeof(*o));
     o->sync_interval = 15;
     o->flush_timeout = 30;
+    o->fetch_timeout = 60;
     o->full_resync = 300;
     o->conflicts_keep = 100;
     o->conflicts_max_age = 30;
@@ -303,6 +306,13 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
                                  "got '%s'", optarg);
             else
                 o->flush_timeout = (int)v;
+            break;
+        case O_FETCH:
+            if (parse_int(optarg, 1, 3600, &v))
+                rc = usage_error("--fetch-timeout must be a number of seconds from 1 to 3600, "
+                                 "got '%s'", optarg);
+            else
+                o->fetch_timeout = (int)v;
             break;
         case O_RESYNC:
             if (parse_int(optarg, 0, 86400, &v) || (v > 0 && v < 30))

@@ -15,6 +15,8 @@ struct mount_opts {
     size_t n_stores;
     int sync_interval;            /* seconds, >= 5 */
     int flush_timeout;            /* seconds */
+    int fetch_timeout;            /* seconds: bound of a download a file
+                                   * operation waits for */
     int full_resync;              /* seconds between full listings (0: only as a fallback) */
     int max_rpm;                  /* requests per minute, all stores (0: no cap) */
     char *deletions;              /* enabled | log_only | disabled */

@@ -225,6 +225,7 @@ static int setup_stores(struct mount_opts *o)
     }
     static bool progress_shown;
     struct syncer_opts so = {.interval_s = o->sync_interval, .full_resync_s = o->full_resync,
+                             .fetch_timeout_s = o->fetch_timeout,
                              .progress = daemon_list_progress, .progress_arg = &progress_shown};
     if (strcmp(o->deletions, "log_only") == 0)
         so.deletions = SYNCER_DEL_LOG_ONLY;

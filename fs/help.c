@@ -50,6 +50,8 @@ static const char mount_help[] =
     "  --sync-interval SEC     seconds between syncs (default 15, minimum 5)\n"
     "  --sync-deletions MODE   enabled | log_only | disabled (default enabled)\n"
     "  --flush-timeout SEC     bound of the final sync at unmount (default 30)\n"
+    "  --fetch-timeout SEC     bound of a download an open waits for, a 429's pause\n"
+    "                          included; past it the open fails with EIO (default 60)\n"
     "  --full-resync SEC       list each store in full at least this often, as a safety\n"
     "                          net for the version feed (default 300; 0: only when the\n"
     "                          feed cannot be used)\n"

@@ -31,7 +31,8 @@ static const struct {
     const char *key, *opt;
 } mapped[] = {
     {"sync_interval", "--sync-interval"}, {"sync_deletions", "--sync-deletions"},
-    {"flush_timeout", "--flush-timeout"}, {"cache_dir", "--cache-dir"},
+    {"flush_timeout", "--flush-timeout"}, {"fetch_timeout", "--fetch-timeout"},
+    {"cache_dir", "--cache-dir"},
     {"full_resync", "--full-resync"}, {"max_requests_per_minute", "--max-requests-per-minute"},
     {"credentials", "--credentials"},     {"uid", "--uid"},
     {"gid", "--gid"},                     {"log_level", "--log-level"},

@@ -126,6 +126,12 @@ int api_store_get(struct http_client *c, const char *store_id, struct api_store 
 int api_memories_fetch(struct http_client *c, const char *store_id, struct api_fetch *f,
                        size_t n)
 {
+    return api_memories_fetch_until(c, store_id, f, n, 0);
+}
+
+int api_memories_fetch_until(struct http_client *c, const char *store_id, struct api_fetch *f,
+                             size_t n, int64_t deadline_ms)
+{
     for (size_t i = 0; i < n; i++) {
         f[i].err = 0;
         memset(&f[i].mem, 0, sizeof(f[i].mem));
@@ -167,7 +173,8 @@ int api_memories_fetch(struct http_client *c, const char *store_id, struct api_f
         calls[m] = (struct http_call){.method = "GET", .path = paths[m].p};
         idx[m++] = i;
     }
-    http_run(c, calls, m); /* each call carries its own result */
+    struct http_run_opts ro = {.deadline_ms = deadline_ms};
+    http_run_ex(c, calls, m, &ro); /* each call carries its own result */
     rc = 0;
     for (size_t k = 0; k < m; k++) {
         struct api_fetch *it = &f[idx[k]];

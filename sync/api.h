@@ -128,6 +128,11 @@ struct api_fetch {
 };
 int api_memories_fetch(struct http_client *c, const char *store_id, struct api_fetch *f,
                        size_t n);
+/* The same, ended by deadline_ms (http_now_ms's clock; 0: none): an item
+ * not fetched by then, its retries and a 429's pause included, ends
+ * -ETIMEDOUT (or with the 429's error, when its pause ends past it). */
+int api_memories_fetch_until(struct http_client *c, const char *store_id, struct api_fetch *f,
+                             size_t n, int64_t deadline_ms);
 
 /* Pages of view=full listings (20 memories with content a page) for many
  * prefixes at once (api_pages.c), each lane at its own pace.  A lane

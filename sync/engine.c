@@ -46,7 +46,7 @@ struct syncer *syncer_new(struct cache *c, struct http_client *h, const struct s
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cond, &ca);
-    pthread_cond_init(&s->fetch_free, NULL);
+    pthread_cond_init(&s->fetch_free, &ca); /* (syncer_fetch's deadline) */
     pthread_condattr_destroy(&ca);
     return s;
 }
@@ -306,12 +306,33 @@ int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *s
 {
     struct sstore *st = &s->v[idx];
     struct api_fetch f = {.memory_id = memory_id};
+    int64_t deadline = s->o.fetch_timeout_s > 0
+                           ? http_now_ms() + (int64_t)s->o.fetch_timeout_s * 1000
+                           : 0;
     pthread_mutex_lock(&s->lock);
-    while (queue && s->fetching >= FETCH_SLOTS)
-        pthread_cond_wait(&s->fetch_free, &s->lock);
+    while (queue && s->fetching >= FETCH_SLOTS) {
+        if (!deadline) {
+            pthread_cond_wait(&s->fetch_free, &s->lock);
+            continue;
+        }
+        int64_t left = deadline - http_now_ms();
+        if (left <= 0) {
+            pthread_mutex_unlock(&s->lock);
+            return -ETIMEDOUT;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += left / 1000;
+        until.tv_nsec += (left % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->fetch_free, &s->lock, &until);
+    }
     s->fetching++;
     pthread_mutex_unlock(&s->lock);
-    int rc = api_memories_fetch(s->h, st->id, &f, 1);
+    int rc = api_memories_fetch_until(s->h, st->id, &f, 1, deadline);
     pthread_mutex_lock(&s->lock);
     s->fetching--;
     pthread_cond_signal(&s->fetch_free);

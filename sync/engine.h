@@ -31,6 +31,7 @@ struct syncer_opts {
     int full_resync_s;   /* a full listing at least this often (0: never but
                           * when the version feed cannot be used) */
     enum syncer_deletions deletions;
+    int fetch_timeout_s; /* bound of a syncer_fetch (0: none) */
     /* Called (may be NULL) after each page of the listing syncer_refresh
      * reads, on its thread: memories listed so far, and whether it was
      * the last page.  For a progress line on a terminal. */
@@ -81,7 +82,10 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen);
 /* Downloads the content of one memory into the cache (blocking).  0 when
  * the bytes of sha are in the cache afterwards.  At most FETCH_SLOTS run
  * at once; with queue false the call does not wait for a slot (a caller
- * holding directory locks: a rename). */
+ * holding directory locks: a rename).  Bounded by fetch_timeout_s from
+ * its call, the wait for a slot, retries and a 429's pause included:
+ * -ETIMEDOUT past it (a caller on the file system's request path must
+ * not wait for as long as the server asks). */
 int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha, bool queue);
 
 /* Background thread: prefetches missing content, then syncs every store

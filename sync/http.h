@@ -26,7 +26,9 @@
 #define HTTP_BETA_HEADER "agent-memory-2026-07-22"
 #define HTTP_API_VERSION "2023-06-01"
 #define HTTP_RESP_MAX (4u << 20)   /* a response body past this fails with -EMSGSIZE */
-#define HTTP_RETRY_WAIT_CAP_MS 60000 /* one retry-after wait is capped here */
+/* The longest server wait hint used (2^31 - 1 ms, as the API's own SDK):
+ * a longer or non-positive one is left out, and the backoff applies. */
+#define HTTP_RETRY_WAIT_MAX_MS 2147483647L
 
 struct http_client; /* opaque */
 

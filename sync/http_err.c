@@ -143,12 +143,12 @@ static bool parse_num(const char *s, double *out)
     return true;
 }
 
-static long clamp_wait(double ms)
+static long usable_wait(double ms)
 {
     if (!(ms > 0))
         return -1;
-    if (ms > HTTP_RETRY_WAIT_CAP_MS)
-        return HTTP_RETRY_WAIT_CAP_MS;
+    if (ms > HTTP_RETRY_WAIT_MAX_MS)
+        return -1;
     return (long)ceil(ms);
 }
 
@@ -157,9 +157,9 @@ long http_retry_after_ms(const char *retry_after_ms, const char *retry_after, co
 {
     double v;
     if (parse_num(retry_after_ms, &v) && v > 0)
-        return clamp_wait(v);
+        return usable_wait(v);
     if (parse_num(retry_after, &v))
-        return clamp_wait(v * 1000.0);
+        return usable_wait(v * 1000.0);
     if (retry_after && *retry_after) {
         /* A date is the server's clock: measured from the answer's Date
          * when it has one, so a local clock running ahead does not read
@@ -169,7 +169,7 @@ long http_retry_after_ms(const char *retry_after_ms, const char *retry_after, co
             now = served;
         time_t when = curl_getdate(retry_after, NULL);
         if (when != (time_t)-1 && when > now)
-            return clamp_wait((double)(when - now) * 1000.0);
+            return usable_wait((double)(when - now) * 1000.0);
     }
     return -1;
 }

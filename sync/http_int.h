@@ -9,7 +9,8 @@
 /* The server's wait hint: retry-after-ms (milliseconds, may be fractional)
  * first, then retry-after (seconds, may be fractional, or an HTTP date
  * compared with now).  Either header may be NULL.  Returns the wait in ms,
- * capped at HTTP_RETRY_WAIT_CAP_MS, or -1 when no usable positive hint. */
+ * or -1 when no usable hint: none, not positive, or past
+ * HTTP_RETRY_WAIT_MAX_MS. */
 long http_retry_after_ms(const char *retry_after_ms, const char *retry_after, const char *date,
                          time_t now);
 

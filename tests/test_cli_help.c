@@ -176,3 +176,24 @@ Test(cli_help, an_empty_cache_dir_is_refused)
         free(err);
     }
 }
+
+/* --fetch-timeout takes whole seconds from 1 to 3600, as --flush-timeout
+ * does; anything else is a usage error naming the value. */
+Test(cli_help, a_bad_fetch_timeout_is_refused)
+{
+    const char *const bad[] = {"0", "3601", "-5", "1.5", "soon", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char cmd[600], *out, *err;
+        snprintf(cmd, sizeof(cmd),
+                 "ANTHROPIC_API_KEY=k %s mount --store memstore_x:/tmp/mfs-none "
+                 "--fetch-timeout '%s'", mnt_bin(), bad[i]);
+        int rc = run(cmd, &out, &err);
+        cr_expect_eq(rc, 2, "%s: exit %d, %s", bad[i], rc, err);
+        char want[120];
+        snprintf(want, sizeof(want), "--fetch-timeout must be a number of seconds from 1 to 3600, "
+                 "got '%s'", bad[i]);
+        cr_expect(strstr(err, want), "%s: %s", bad[i], err);
+        free(out);
+        free(err);
+    }
+}

@@ -382,6 +382,28 @@ static void main_loop(int sig_fd)
     }
 }
 
+/* The credentials are the daemon's once read (D.cred): the variables
+ * that carry one leave its environment, so that no program it runs
+ * (fusermount3) inherits them, and their values are wiped where the
+ * process started with them, which /proc/PID/environ shows to every
+ * process of the daemon's account (the agent's tools, when the daemon
+ * runs as the agent's user with a key the agent was not given). */
+static void scrub_cred_env(void)
+{
+    static const char *const names[] = {"ANTHROPIC_WORK_SECRET", "ANTHROPIC_API_KEY",
+                                        "ANTHROPIC_AUTH_TOKEN"};
+    extern char **environ;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        size_t len = strlen(names[i]);
+        /* Each value's length first, while the name can be matched: the
+         * variable may be given more than once. */
+        for (char **e = environ; e && *e; e++)
+            if (strncmp(*e, names[i], len) == 0 && (*e)[len] == '=')
+                explicit_bzero(*e + len + 1, strlen(*e + len + 1));
+        unsetenv(names[i]); /* takes every one out of environ */
+    }
+}
+
 int daemon_mount(struct mount_opts *o)
 {
     int status = 1, ready_fd = -1;
@@ -414,6 +436,7 @@ int daemon_mount(struct mount_opts *o)
         fprintf(stderr, "memstorefs: cannot mount the session's memory stores: %s\n", why);
         return 1;
     }
+    scrub_cred_env();
     if (mountdir_check(o) != 0)
         goto out_cred;
     if (control_path_check() != 0)

@@ -181,3 +181,39 @@ Test(security_runtime, unmount_of_a_dead_mount_leaves_another_filesystem_alone)
     free(out);
     mnt_sh(&E, NULL, "umount $MNT/dead");
 }
+
+/* The credential the daemon was started with is not left where another
+ * process of its account can read it: /proc/PID/environ showed
+ * ANTHROPIC_API_KEY to every process of the daemon's user (the agent's
+ * tools, when the daemon runs as the agent's account with a key the
+ * agent was not given), and every program the daemon runs inherited it.
+ * Before the fix: the key read back whole. */
+Test(security_runtime, the_daemon_s_environment_does_not_hold_the_key)
+{
+    char *out = NULL;
+    int rc = victim_mount(&out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t pid = tu_daemon_pid(&victim);
+    cr_assert_gt(pid, 0, "no daemon found");
+    rc = tu_sh(&E, &victim, &out, "tr '\\0' '\\n' < /proc/%d/environ | "
+                                  "grep -c '^ANTHROPIC_\\(API_KEY\\|AUTH_TOKEN\\|WORK_SECRET\\)=.'; "
+                                  "tr '\\0' '\\n' < /proc/%d/environ | grep -c test-key",
+               (int)pid, (int)pid);
+    cr_expect_str_eq(out ? out : "", "0\n0\n",
+                     "the daemon's environment still holds the credential: %s", out);
+    free(out);
+    /* The daemon itself works on: it has the key, and uses it. */
+    rc = tu_sh(&E, &victim, &out, "cat \"$HOME_DIR\"/m/notes/a.md && "
+                                  "echo new > \"$HOME_DIR\"/m/n.md && $MFS sync \"$HOME_DIR\"/m --wait");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    char path[200];
+    snprintf(path, sizeof(path), "/v1/memory_stores/%s/memories?view=full",
+             store);
+    struct tresp r = {0};
+    cr_assert_eq(t_api(&E.msd, "GET", path, NULL, &r), 0);
+    cr_expect(r.body && strstr(r.body, "\"content\":\"new\\n\""),
+              "the daemon could not push with its key: %s", r.body);
+    tresp_free(&r);
+}

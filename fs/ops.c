@@ -461,6 +461,45 @@ int ops_load(struct fs_store *s, struct ofile *f)
     }
 }
 
+/* Every writer's handle, linked while the kernel holds it. */
+static pthread_mutex_t writers_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ops_writer *writers; /* guarded by writers_lock */
+
+void ops_set_fh(struct fuse_file_info *fi, struct ofile *f, struct ops_writer *w)
+{
+    if (!w) {
+        fi->fh = (uint64_t)(uintptr_t)f;
+        return;
+    }
+    w->f = f;
+    w->edit = ofile_edit(f);
+    pthread_mutex_lock(&writers_lock);
+    w->prev = NULL;
+    w->next = writers;
+    if (writers)
+        writers->prev = w;
+    writers = w;
+    pthread_mutex_unlock(&writers_lock);
+    fi->fh = (uint64_t)(uintptr_t)w | OPS_FH_WRITER;
+}
+
+void ops_fh_free(struct fuse_file_info *fi)
+{
+    struct ops_writer *w = ops_fh_writer_of(fi);
+    if (w) {
+        pthread_mutex_lock(&writers_lock);
+        if (w->prev)
+            w->prev->next = w->next;
+        else
+            writers = w->next;
+        if (w->next)
+            w->next->prev = w->prev;
+        pthread_mutex_unlock(&writers_lock);
+        free(w);
+    }
+    fi->fh = 0;
+}
+
 /* Gives back the writer an open that is not answered counted.  The last
  * one out saves the buffer as finished, as a release would: a writer that
  * released meanwhile was not the last, and its close saved held. */

@@ -33,6 +33,9 @@ static inline struct fs_store *ops_store(fuse_req_t req)
 struct ops_writer {
     struct ofile *f;
     unsigned edit;
+    struct ops_writer *prev, *next; /* every writer's handle (ops.c), so
+                                     * the ones no release ever ends (the
+                                     * daemon's exit) stay reachable */
 };
 
 static inline struct ops_writer *ops_fh_writer_of(const struct fuse_file_info *fi)
@@ -65,22 +68,8 @@ static inline unsigned ops_fh_edit(const struct fuse_file_info *fi)
  * anything, so that nothing can fail after a change (an O_TRUNC open's
  * emptied buffer must not be saved for an open that failed).  ops_fh_free
  * at its release. */
-static inline void ops_set_fh(struct fuse_file_info *fi, struct ofile *f, struct ops_writer *w)
-{
-    if (!w) {
-        fi->fh = (uint64_t)(uintptr_t)f;
-        return;
-    }
-    w->f = f;
-    w->edit = ofile_edit(f);
-    fi->fh = (uint64_t)(uintptr_t)w | OPS_FH_WRITER;
-}
-
-static inline void ops_fh_free(struct fuse_file_info *fi)
-{
-    free(ops_fh_writer_of(fi));
-    fi->fh = 0;
-}
+void ops_set_fh(struct fuse_file_info *fi, struct ofile *f, struct ops_writer *w);
+void ops_fh_free(struct fuse_file_info *fi);
 
 static inline int64_t ops_now_ns(void)
 {

@@ -475,22 +475,17 @@ int ofile_flush(struct ofile *f, unsigned edit, struct cache *c, enum ofile_flus
 {
     bool gone = false;
     pthread_mutex_lock(&f->lock);
-    int rc = 0;
-    if (ended_locked(f, edit)) {
-        /* A handle of an ended edit has nothing of its own in the buffer
-         * (its writes are refused): its close saves nothing, and its
-         * fsync must not make another writer's unfinished work final. */
-        rc = why == OFILE_SYNC ? ended_locked(f, edit) : 0;
-        pthread_mutex_unlock(&f->lock);
-        if (dropped)
-            *dropped = false;
-        return rc;
-    }
+    int rc = 0, ended = ended_locked(f, edit);
     /* OFILE_LAST with writers: one opened since the release counted the
      * last one out, and may have written into the shared buffer already;
      * saved held, as its unfinished work (pushed once it is done). */
     bool held = why == OFILE_CLOSE || ((why == OFILE_PATH || why == OFILE_LAST) && f->writers);
-    if (why == OFILE_READER && f->writers) {
+    if (ended) {
+        /* A handle of an ended edit has nothing of its own in the buffer
+         * (its writes are refused): its close saves nothing, and its
+         * fsync must not make another writer's unfinished work final. */
+        rc = why == OFILE_SYNC ? ended : 0;
+    } else if (why == OFILE_READER && f->writers) {
         /* A reader's close: the buffer is the unfinished work of the
          * writers still open (saving it, even held, would have the final
          * sync or a restart after a crash push what no writer closed). */

@@ -3,8 +3,6 @@
 #ifndef MFS_FS_OPS_H
 #define MFS_FS_OPS_H
 
-#include <errno.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -53,7 +51,7 @@ static inline struct ofile *ops_ofile(const struct fuse_file_info *fi)
 
 static inline bool ops_fh_writer(const struct fuse_file_info *fi)
 {
-    return fi && (fi->fh & OPS_FH_WRITER);
+    return ops_fh_writer_of(fi) != NULL;
 }
 
 /* The edit a handle's changes belong to: OFILE_ANY for a reader's. */

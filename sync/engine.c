@@ -306,29 +306,22 @@ int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *s
 {
     struct sstore *st = &s->v[idx];
     struct api_fetch f = {.memory_id = memory_id};
+    /* One deadline on both clocks: the slot's wait (fetch_free is on
+     * CLOCK_MONOTONIC) and http_run's (http_now_ms). */
     int64_t deadline = s->o.fetch_timeout_s > 0
                            ? http_now_ms() + (int64_t)s->o.fetch_timeout_s * 1000
                            : 0;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += s->o.fetch_timeout_s;
     pthread_mutex_lock(&s->lock);
     while (queue && s->fetching >= FETCH_SLOTS) {
         if (!deadline) {
             pthread_cond_wait(&s->fetch_free, &s->lock);
-            continue;
-        }
-        int64_t left = deadline - http_now_ms();
-        if (left <= 0) {
+        } else if (pthread_cond_timedwait(&s->fetch_free, &s->lock, &until) == ETIMEDOUT) {
             pthread_mutex_unlock(&s->lock);
             return -ETIMEDOUT;
         }
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += left / 1000;
-        until.tv_nsec += (left % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&s->fetch_free, &s->lock, &until);
     }
     s->fetching++;
     pthread_mutex_unlock(&s->lock);

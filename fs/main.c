@@ -1,9 +1,17 @@
 /* main.c - memstorefs: dispatch of the subcommands (mount, unmount,
  * status, sync, conflicts, flush; log, show, restore: history.c), their
- * --help (help.c), and the mount(8) helper form (helper.c). */
+ * --help (help.c), and the mount(8) helper form (helper.c).
+ *
+ * Every memstorefs process is made non-dumpable before anything else:
+ * the daemon, flush and the history commands hold the credential in
+ * memory, and a dumpable process of the agent's account would hand it
+ * to that account's other processes (/proc/PID/mem, ptrace, a core
+ * file).  Root keeps its access; a program the process runs is
+ * dumpable again from its execve. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "cli.h"
 #include "history.h"
@@ -12,6 +20,10 @@
 int main(int argc, char **argv)
 {
     log_set_tag("memstorefs");
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+        perror("memstorefs: prctl(PR_SET_DUMPABLE)");
+        return 1;
+    }
     /* A relative runtime directory, made absolute once: a daemon in the
      * background runs from "/" and would find its lock files and socket
      * elsewhere than the commands that made them. */

@@ -187,7 +187,8 @@ Test(security_runtime, unmount_of_a_dead_mount_leaves_another_filesystem_alone)
  * ANTHROPIC_API_KEY to every process of the daemon's user (the agent's
  * tools, when the daemon runs as the agent's account with a key the
  * agent was not given), and every program the daemon runs inherited it.
- * Before the fix: the key read back whole. */
+ * Before the fix: the key read back whole.  Root reads the file here:
+ * the next test shows the account itself cannot. */
 Test(security_runtime, the_daemon_s_environment_does_not_hold_the_key)
 {
     char *out = NULL;
@@ -196,10 +197,12 @@ Test(security_runtime, the_daemon_s_environment_does_not_hold_the_key)
     free(out);
     pid_t pid = tu_daemon_pid(&victim);
     cr_assert_gt(pid, 0, "no daemon found");
-    rc = tu_sh(&E, &victim, &out, "tr '\\0' '\\n' < /proc/%d/environ | "
-                                  "grep -c '^ANTHROPIC_\\(API_KEY\\|AUTH_TOKEN\\|WORK_SECRET\\)=.'; "
-                                  "tr '\\0' '\\n' < /proc/%d/environ | grep -c test-key",
-               (int)pid, (int)pid);
+    /* Read as root: since the daemon is not dumpable, its own account can
+     * no longer open the file at all (the next test). */
+    rc = mnt_sh(&E, &out, "tr '\\0' '\\n' < /proc/%d/environ | "
+                          "grep -c '^ANTHROPIC_\\(API_KEY\\|AUTH_TOKEN\\|WORK_SECRET\\)=.'; "
+                          "tr '\\0' '\\n' < /proc/%d/environ | grep -c test-key",
+           (int)pid, (int)pid);
     cr_expect_str_eq(out ? out : "", "0\n0\n",
                      "the daemon's environment still holds the credential: %s", out);
     free(out);
@@ -216,4 +219,51 @@ Test(security_runtime, the_daemon_s_environment_does_not_hold_the_key)
     cr_expect(r.body && strstr(r.body, "\"content\":\"new\\n\""),
               "the daemon could not push with its key: %s", r.body);
     tresp_free(&r);
+}
+
+/* Nor can another process of its account read the key out of the
+ * daemon's memory, or get it from a core dump: the daemon holds the key
+ * for its whole life (every request sends it), and /proc/PID/mem, ptrace
+ * and core files gave it to any process of the same user (the agent's
+ * tools, when the daemon runs as the agent's account).  Before the fix
+ * the scan below found the key. */
+Test(security_runtime, another_process_of_the_account_cannot_read_the_daemon_s_memory)
+{
+    char *out = NULL;
+    int rc = victim_mount(&out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t pid = tu_daemon_pid(&victim);
+    cr_assert_gt(pid, 0, "no daemon found");
+    /* Every readable, writable mapping of the daemon, searched for the
+     * key: "found", "not found", or "denied" when /proc refuses. */
+    rc = tu_sh(&E, &victim, &out,
+               "python3 -c '\n"
+               "import sys\n"
+               "pid = sys.argv[1]\n"
+               "try:\n"
+               "    maps = open(\"/proc/%%s/maps\" %% pid).read().splitlines()\n"
+               "    mem = open(\"/proc/%%s/mem\" %% pid, \"rb\", 0)\n"
+               "except PermissionError:\n"
+               "    print(\"denied\"); sys.exit(0)\n"
+               "found = False\n"
+               "for line in maps:\n"
+               "    f = line.split()\n"
+               "    if not f[1].startswith(\"rw\"): continue\n"
+               "    lo, hi = (int(x, 16) for x in f[0].split(\"-\"))\n"
+               "    try:\n"
+               "        mem.seek(lo); found = found or b\"test-key\" in mem.read(hi - lo)\n"
+               "    except (OSError, OverflowError, ValueError):\n"
+               "        pass\n"
+               "print(\"found\" if found else \"not found\")\n"
+               "' %d 2>&1; cat /proc/%d/environ >/dev/null 2>&1 && echo environ readable",
+               (int)pid, (int)pid);
+    cr_expect_str_eq(out ? out : "", "denied\n",
+                     "a process of the daemon's account read its memory: %s", out);
+    free(out);
+    /* The daemon works on with the key it holds. */
+    rc = tu_sh(&E, &victim, &out, "echo kept > \"$HOME_DIR\"/m/k.md && "
+                                  "$MFS sync \"$HOME_DIR\"/m --wait");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
 }

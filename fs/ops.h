@@ -99,9 +99,12 @@ int ops_save(struct fs_store *s, struct ofile *f, unsigned edit, enum ofile_flus
  * again (it may have changed meanwhile); a negative errno otherwise.
  * When the memory changed again since it was listed, waits for the sync
  * to bring the node to it: 10 s at most with wait, a quarter of a second
- * without (a caller holding directory locks the sync may need).  queue
- * false: no wait for a download slot either (syncer_fetch; a rename). */
-int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait, bool queue);
+ * without (a caller holding directory locks the sync may need), never
+ * past deadline_ms.  queue false: no wait for a download slot either
+ * (syncer_fetch; a rename).  deadline_ms (syncer_fetch_deadline) bounds
+ * the download and the wait: one for all the tries of an operation. */
+int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait, bool queue,
+              int64_t deadline_ms);
 /* Makes f hold the current content of its file (loading it from the
  * cache, or downloading it); a buffer with unflushed changes is kept. */
 int ops_load(struct fs_store *s, struct ofile *f);

@@ -302,18 +302,28 @@ int engine_keep_fetched(struct syncer *s, const struct api_memory *m, const char
  * many more threads than this), and the server sees a bounded burst. */
 #define FETCH_SLOTS 16
 
-int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha, bool queue)
+int64_t syncer_fetch_deadline(const struct syncer *s)
+{
+    return s && s->o.fetch_timeout_s > 0 ? http_now_ms() + (int64_t)s->o.fetch_timeout_s * 1000
+                                         : 0;
+}
+
+bool syncer_past(int64_t deadline_ms)
+{
+    return deadline_ms && http_now_ms() >= deadline_ms;
+}
+
+int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha, bool queue,
+                 int64_t deadline)
 {
     struct sstore *st = &s->v[idx];
     struct api_fetch f = {.memory_id = memory_id};
     /* One deadline on both clocks: the slot's wait (fetch_free is on
-     * CLOCK_MONOTONIC) and http_run's (http_now_ms). */
-    int64_t deadline = s->o.fetch_timeout_s > 0
-                           ? http_now_ms() + (int64_t)s->o.fetch_timeout_s * 1000
-                           : 0;
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += s->o.fetch_timeout_s;
+     * CLOCK_MONOTONIC) and http_run's (http_now_ms, the same clock). */
+    if (syncer_past(deadline))
+        return -ETIMEDOUT;
+    struct timespec until = {.tv_sec = (time_t)(deadline / 1000),
+                             .tv_nsec = (long)(deadline % 1000) * 1000000L};
     pthread_mutex_lock(&s->lock);
     while (queue && s->fetching >= FETCH_SLOTS) {
         if (!deadline) {

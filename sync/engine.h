@@ -82,11 +82,18 @@ int syncer_refresh(struct syncer *s, int idx, char *why, size_t whylen);
 /* Downloads the content of one memory into the cache (blocking).  0 when
  * the bytes of sha are in the cache afterwards.  At most FETCH_SLOTS run
  * at once; with queue false the call does not wait for a slot (a caller
- * holding directory locks: a rename).  Bounded by fetch_timeout_s from
- * its call, the wait for a slot, retries and a 429's pause included:
- * -ETIMEDOUT past it (a caller on the file system's request path must
- * not wait for as long as the server asks). */
-int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha, bool queue);
+ * holding directory locks: a rename).  Ended by deadline_ms (http_now_ms's
+ * clock; 0: none), the wait for a slot, retries and a 429's pause
+ * included: -ETIMEDOUT past it (a caller on the file system's request
+ * path must not wait for as long as the server asks). */
+int syncer_fetch(struct syncer *s, int idx, const char *memory_id, const char *sha, bool queue,
+                 int64_t deadline_ms);
+/* The deadline of a file operation's downloads, taken once at its start
+ * so that its retries share it: fetch_timeout_s from now (0 when s is
+ * NULL or has no bound). */
+int64_t syncer_fetch_deadline(const struct syncer *s);
+/* Whether deadline_ms (syncer_fetch_deadline; 0: none) has passed. */
+bool syncer_past(int64_t deadline_ms);
 
 /* Background thread: prefetches missing content, then syncs every store
  * at once and every interval after.  syncer_stop waits (bounded) for it

@@ -5,6 +5,7 @@
  * warm read waits the download's 3 s and ends second (seen failing with
  * fsloop_blocking() made a no-op).  A download an open waits for is
  * bounded by --fetch-timeout, whatever pause the server asks for. */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,4 +107,57 @@ Test(mount_sync_loop, an_open_waits_for_a_download_no_longer_than_the_fetch_time
     free(out);
     cr_expect(sy_wait_log("failed to fetch memory content", "path=/b.md", 1, WITHIN),
               "the failed download is not logged: %s", sy_log_grep("fetch"));
+}
+
+/* A server whose GET of a memory answers another version than its listing
+ * names (a replica that lags, a memory that keeps changing): each download
+ * is stale (ESTALE), and the open waits for the sync to bring the file to
+ * the listing, then tries again, four downloads in all.  That wait (10 s)
+ * and each try started again the whole --fetch-timeout: the open below
+ * took about 11 s against a bound of 2.  Now the tries and the wait share
+ * one deadline. */
+Test(mount_sync_loop, an_open_whose_downloads_are_stale_waits_no_longer_than_the_fetch_timeout)
+{
+    char *id = sy_id("/b.md");
+    cr_assert_not_null(id);
+    cJSON *fault = cJSON_CreateObject();
+    cJSON_AddStringToObject(fault, "action", "reply");
+    cJSON_AddStringToObject(fault, "method", "GET");
+    cJSON_AddNumberToObject(fault, "count", 0);
+    char path[300];
+    snprintf(path, sizeof(path), "/v1/memory_stores/%s/memories/%s", store, id);
+    cJSON_AddStringToObject(fault, "path", path);
+    cJSON *body = cJSON_CreateObject();
+    cJSON_AddStringToObject(body, "type", "memory");
+    cJSON_AddStringToObject(body, "id", id);
+    cJSON_AddStringToObject(body, "path", "/b.md");
+    cJSON_AddStringToObject(body, "content", "older\n");
+    cJSON_AddStringToObject(body, "content_sha256", t_sha("older\n"));
+    cJSON_AddNumberToObject(body, "content_size_bytes", 6);
+    cJSON_AddStringToObject(body, "memory_version_id", "memver_older");
+    cJSON_AddStringToObject(body, "created_at", "2026-12-01T00:00:00Z");
+    cJSON_AddStringToObject(body, "updated_at", "2026-12-01T00:00:00Z");
+    cJSON_AddItemToObject(fault, "body", body);
+    char *text = cJSON_PrintUnformatted(fault);
+    cJSON_Delete(fault);
+    cr_assert_not_null(text);
+    sy_fault(text);
+    free(text);
+    sy_mount(false, "--sync-interval 3600 --fetch-timeout 2");
+    cr_assert(sy_wait_log("downloaded memories", NULL, 1, WITHIN), "the prefetch did not end");
+    char *out = NULL;
+    /* (KILL at 30 s: should it hang.) */
+    int rc = sy_run(&out, "s=$(date +%%s%%N); timeout -s KILL 30 cat b.md >/dev/null 2>&1; "
+                          "r=$?; e=$(date +%%s%%N); echo \"$r $(( (e - s) / 1000000 ))\"");
+    cr_assert_eq(rc, 0, "%s", out);
+    int st = -1;
+    long ms = -1;
+    cr_assert_eq(sscanf(out ? out : "", "%d %ld", &st, &ms), 2, "%s", out);
+    cr_expect_eq(st, 1, "cat of a file whose downloads are all stale exited %d", st);
+    /* 2 s, and twice as much again for a loaded machine: 10.8 s before. */
+    cr_expect_lt(ms, 6000, "the open took %ld ms against a bound of 2 s", ms);
+    cr_expect(sy_wait_log("failed to fetch memory content", "path=/b.md", 1, WITHIN),
+              "the failed download is not logged: %s", sy_log_grep("fetch"));
+    free(out);
+    free(id);
 }

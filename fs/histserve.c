@@ -435,10 +435,13 @@ static int do_conflict_diff(struct job *j, FILE *out, char *why, size_t whylen)
         struct cnode n;
         if (rc == -ENODATA && s && cache_node_at(j->d->cache, store, cur_path, &n) == 0) {
             /* Not downloaded yet: as an open would, fetch it. */
-            if (syncer_fetch(j->d->sync, s->sync_idx, n.memory_id, n.sha, true,
-                             syncer_fetch_deadline(j->d->sync)) == 0)
-                rc = conflict_current(j->d->cache, store, &k, &cur, &cur_len, cur_path,
-                                      sizeof(cur_path), other);
+            int frc = syncer_fetch(j->d->sync, s->sync_idx, n.memory_id, n.sha, true,
+                                   syncer_fetch_deadline(j->d->sync));
+            /* (The download's own reason when it failed: a timeout, a
+             * memory that changed again since it was listed.) */
+            rc = frc ? frc
+                     : conflict_current(j->d->cache, store, &k, &cur, &cur_len, cur_path,
+                                        sizeof(cur_path), other);
             cnode_clear(&n);
         }
         if (rc)

@@ -178,6 +178,26 @@ static void explain_api(const struct fs_store *s, int rc, const struct api_error
                         "%s: %s\n", D.cred.base_url, s->id, strerror(-rc));
 }
 
+/* A dead mount of s's store at another path (its daemon was killed),
+ * still mounted there: taking the store's lock over would drop the only
+ * record of it, and status and unmount would no longer see the dead
+ * mount.  Named instead, as flush and a mount at the same path do.  When
+ * it was detached since, the record is all that is left: taken over. */
+static int refuse_dead_elsewhere(const struct fs_store *s)
+{
+    char path[sizeof(((struct rt_lockinfo *)0)->mount_path)];
+    if (!rt_is_dead_store(s->id, path, sizeof(path)) || strcmp(path, s->mount_path) == 0)
+        return 0;
+    char fstype[64] = "", source[300] = "", want[200];
+    snprintf(want, sizeof(want), "memstorefs:%s", s->id);
+    if (mountdir_mounted(path, fstype, sizeof(fstype), source, sizeof(source)) != 1 ||
+        strcmp(fstype, "fuse.memstorefs") != 0 || strcmp(source, want) != 0)
+        return 0;
+    fprintf(stderr, "memstorefs: memory store %s: its mount at %s died with its daemon; run "
+                    "'memstorefs unmount %s' first\n", s->id, path, path);
+    return -EBUSY;
+}
+
 static int setup_stores(struct mount_opts *o)
 {
     char why[1024];
@@ -188,7 +208,10 @@ static int setup_stores(struct mount_opts *o)
         snprintf(info.store_id, sizeof(info.store_id), "%s", s->id);
         snprintf(info.mount_path, sizeof(info.mount_path), "%s", s->mount_path);
         snprintf(info.cache_dir, sizeof(info.cache_dir), "%s", o->cache_dir);
-        int rc = rt_lock_store(&info, &s->lock_fd, &s->lock_file, &other);
+        int rc = refuse_dead_elsewhere(s);
+        if (rc)
+            return rc;
+        rc = rt_lock_store(&info, &s->lock_fd, &s->lock_file, &other);
         if (rc == -EBUSY) {
             fprintf(stderr, "memstorefs: memory store %s is already mounted on this host at %s "
                             "(memstorefs pid %d); unmount it first\n", s->id,

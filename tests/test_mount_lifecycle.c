@@ -268,6 +268,44 @@ Test(mount_lifecycle, dead_mount_is_cleaned_by_unmount)
     free(out);
 }
 
+/* ...and a new session of the store at another path says so too: it
+ * used to take the store's lock over, and with it the only record of the
+ * dead mount, which then stayed mounted ("Transport endpoint is not
+ * connected") where neither status nor unmount --all saw it any more. */
+Test(mount_lifecycle, a_dead_mount_elsewhere_is_named_before_the_store_mounts_again)
+{
+    char *out = NULL;
+    int rc = mnt_mount(&E, store, "dead", false, "", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    rc = mnt_mount(&E, store, "other", false, "", &out);
+    cr_expect_eq(rc, 1, "the store mounted again elsewhere over its dead mount: %s", out);
+    cr_expect(out && strstr(out, "died with its daemon") && strstr(out, "memstorefs unmount ") &&
+                  strstr(out, "/dead"),
+              "the refusal does not name the dead mount: %s", out);
+    free(out);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/other", E.mnt);
+    cr_expect(!mnt_is_mounted(path), "the refused mount is mounted anyway");
+    /* status still shows the dead mount, and unmount --all cleans it. */
+    mnt_sh(&E, &out, "$MFS status");
+    cr_expect(out && strstr(out, "DEAD"), "%s", out);
+    free(out);
+    rc = mnt_sh(&E, &out, "$MFS unmount --all");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    snprintf(path, sizeof(path), "%s/dead", E.mnt);
+    cr_expect(!mnt_is_mounted(path), "unmount --all left the dead mount");
+    rc = mnt_mount(&E, store, "other", false, "", &out);
+    cr_expect_eq(rc, 0, "the mount after the cleanup failed: %s", out);
+    free(out);
+}
+
 Test(mount_lifecycle, foreground_mode_serves_until_signalled)
 {
     char *out = NULL;

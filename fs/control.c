@@ -135,7 +135,7 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
     int rc = 0;
     char fstype[64] = "", source[300] = "", want[200];
     snprintf(want, sizeof(want), "memstorefs:%s", info->store_id);
-    int m = mountdir_mounted(info->mount_path, fstype, sizeof(fstype), source, sizeof(source));
+    int m = mountdir_mounted_as(info->mount_path, fstype, sizeof(fstype), source, sizeof(source));
     if (m < 0) {
         fprintf(stderr, "memstorefs: cannot read the mount table: %s\n", strerror(-m));
         return m;

@@ -178,24 +178,21 @@ static void explain_api(const struct fs_store *s, int rc, const struct api_error
                         "%s: %s\n", D.cred.base_url, s->id, strerror(-rc));
 }
 
-/* A dead mount of s's store at another path (its daemon was killed),
- * still mounted there: taking the store's lock over would drop the only
- * record of it, and status and unmount would no longer see the dead
- * mount.  Named instead, as flush and a mount at the same path do.  When
- * it was detached since, the record is all that is left: taken over. */
-static int refuse_dead_elsewhere(const struct fs_store *s)
+/* Whether dead (the record a daemon that died holding s's lock left in
+ * it) is a mount at another path still there: a fuse.memstorefs mount of
+ * the store (mountdir_mounted_as: a symbolic link on the way counts).  Taking the lock over would drop the only record of it,
+ * and status and unmount would no longer see the dead mount.  When it was
+ * detached since, the record is all that is left: taken over. */
+static bool dead_elsewhere(const struct fs_store *s, const struct rt_lockinfo *dead)
 {
-    char path[sizeof(((struct rt_lockinfo *)0)->mount_path)];
-    if (!rt_is_dead_store(s->id, path, sizeof(path)) || strcmp(path, s->mount_path) == 0)
-        return 0;
-    char fstype[64] = "", source[300] = "", want[200];
+    if (dead->pid <= 0 || dead->mount_path[0] != '/' ||
+        strcmp(dead->mount_path, s->mount_path) == 0 || strcmp(dead->store_id, s->id) != 0)
+        return false;
+    char want[200], fstype[64] = "", source[300] = "";
     snprintf(want, sizeof(want), "memstorefs:%s", s->id);
-    if (mountdir_mounted(path, fstype, sizeof(fstype), source, sizeof(source)) != 1 ||
-        strcmp(fstype, "fuse.memstorefs") != 0 || strcmp(source, want) != 0)
-        return 0;
-    fprintf(stderr, "memstorefs: memory store %s: its mount at %s died with its daemon; run "
-                    "'memstorefs unmount %s' first\n", s->id, path, path);
-    return -EBUSY;
+    return mountdir_mounted_as(dead->mount_path, fstype, sizeof(fstype), source,
+                               sizeof(source)) == 1 &&
+           strcmp(fstype, "fuse.memstorefs") == 0 && strcmp(source, want) == 0;
 }
 
 static int setup_stores(struct mount_opts *o)
@@ -208,10 +205,7 @@ static int setup_stores(struct mount_opts *o)
         snprintf(info.store_id, sizeof(info.store_id), "%s", s->id);
         snprintf(info.mount_path, sizeof(info.mount_path), "%s", s->mount_path);
         snprintf(info.cache_dir, sizeof(info.cache_dir), "%s", o->cache_dir);
-        int rc = refuse_dead_elsewhere(s);
-        if (rc)
-            return rc;
-        rc = rt_lock_store(&info, &s->lock_fd, &s->lock_file, &other);
+        int rc = rt_lock_store(&info, &s->lock_fd, &s->lock_file, &other);
         if (rc == -EBUSY) {
             fprintf(stderr, "memstorefs: memory store %s is already mounted on this host at %s "
                             "(memstorefs pid %d); unmount it first\n", s->id,
@@ -222,6 +216,18 @@ static int setup_stores(struct mount_opts *o)
             fprintf(stderr, "memstorefs: cannot take the lock of memory store %s: %s\n", s->id,
                     rt_error()[0] ? rt_error() : strerror(-rc));
             return rc;
+        }
+        if (dead_elsewhere(s, &other)) {
+            /* Decided under the lock; the record goes back as it was. */
+            rt_lock_update(s->lock_fd, &other);
+            close(s->lock_fd);
+            s->lock_fd = -1;
+            free(s->lock_file);
+            s->lock_file = NULL;
+            fprintf(stderr, "memstorefs: memory store %s: its mount at %s died with its daemon; "
+                            "run 'memstorefs unmount %s' first\n", s->id, other.mount_path,
+                    other.mount_path);
+            return -EBUSY;
         }
         if ((rc = mountdir_make(s, &info)))
             return rc;

@@ -195,6 +195,10 @@ int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file, struct r
             break;
         close(f);
     }
+    if (other) {
+        memset(other, 0, sizeof(*other));
+        read_info(f, other);
+    }
     rc = rt_lock_update(f, info);
     if (rc || !(*file = strdup(path))) {
         priv_unlink(path, S_IFREG);

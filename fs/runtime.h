@@ -31,7 +31,9 @@ struct rt_lockinfo {
 
 /* Takes the store's lock (flock, held as long as *fd is open) and writes
  * info into it.  -EBUSY when another live daemon holds it; *other is then
- * filled from its file.  A lock file that is a symbolic link, not a
+ * filled from its file.  On success *other (when given) holds what the
+ * file said before: a daemon that died holding it left its record there
+ * (pid > 0), all zero for a new file.  A lock file that is a symbolic link, not a
  * regular file, or not ours is refused (-EPERM, reason in rt_error()). */
 int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file,
                   struct rt_lockinfo *other);

@@ -271,7 +271,11 @@ static void end_attempt(struct run *r, struct slot *s, CURLcode cc, const struct
         finish_slot(r, s, status, err);
         return;
     }
-    long wait = cc == CURLE_OK ? http_retry_after_ms(s->ra_ms, s->ra, s->date, time(NULL)) : -1;
+    /* A 429 cut short inside its body still had its headers whole: its
+     * retry-after counts (it used to get only the backoff). */
+    long wait = cc == CURLE_OK || status == 429
+                    ? http_retry_after_ms(s->ra_ms, s->ra, s->date, time(NULL))
+                    : -1;
     if (wait < 0) {
         double u = (double)rand_r(&r->seed) / ((double)RAND_MAX + 1.0);
         wait = http_backoff_ms(c->backoff_base_ms, c->backoff_max_ms, call->attempts - 1, u);

@@ -237,6 +237,85 @@ Test(http, a_429_on_the_last_attempt_pauses_the_budget)
     http_client_free(&c);
 }
 
+/* One connection answered with fixed bytes, then closed: what memstored
+ * cannot send (an answer cut inside its body). */
+struct raw_srv {
+    int lfd;
+    const char *reply;
+    pthread_t t;
+};
+
+static void *raw_main(void *arg)
+{
+    struct raw_srv *r = arg;
+    int fd = accept(r->lfd, NULL, NULL);
+    if (fd >= 0) {
+        char buf[4096];
+        size_t n = 0;
+        ssize_t k;
+        while (n < sizeof(buf) - 1 && (k = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0) {
+            n += (size_t)k;
+            buf[n] = 0;
+            if (strstr(buf, "\r\n\r\n"))
+                break;
+        }
+        if (write(fd, r->reply, strlen(r->reply)) < 0)
+            perror("raw_main: write");
+        close(fd);
+    }
+    return NULL;
+}
+
+static int raw_start(struct raw_srv *r, const char *reply)
+{
+    r->reply = reply;
+    r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    cr_assert_eq(bind(r->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    cr_assert_eq(listen(r->lfd, 4), 0);
+    cr_assert_eq(getsockname(r->lfd, (struct sockaddr *)&a, &al), 0);
+    cr_assert_eq(pthread_create(&r->t, NULL, raw_main, r), 0);
+    return ntohs(a.sin_port);
+}
+
+static void raw_stop(struct raw_srv *r)
+{
+    shutdown(r->lfd, SHUT_RDWR); /* (ends an accept still waiting) */
+    pthread_join(r->t, NULL);
+    close(r->lfd);
+}
+
+/* A 429 whose body the connection cuts short still carries its
+ * retry-after in the headers, which came whole: the pause is the
+ * server's, not the backoff (which was all it got before the fix: the
+ * budget's pause ended 10-40 ms later). */
+Test(http, a_429_cut_inside_its_body_keeps_its_retry_after)
+{
+    struct raw_srv r;
+    int port = raw_start(&r, "HTTP/1.1 429 Too Many Requests\r\nretry-after: 30\r\n"
+                             "content-type: application/json\r\ncontent-length: 200\r\n\r\n"
+                             "{\"type\":\"error\",\"er");
+    char url[64];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+    struct http_opts o = {.base_url = url, .api_key = "k", .max_retries = 0,
+                          .backoff_base_ms = 10, .backoff_max_ms = 40, .timeout_ms = 10000};
+    struct http_client *c = http_client_new(&o);
+    cr_assert_not_null(c);
+    struct http_call call = {.method = "GET", .path = "/v1/memory_stores"};
+    cr_expect_neq(http_run(c, &call, 1), 0);
+    cr_expect_eq(call.status, 429);
+    int64_t until = 0, now = http_now_ms();
+    int waiting = 0, per_minute = 0;
+    http_client_budget(c, &until, &waiting, &per_minute);
+    cr_expect(until >= now + 25000 && until <= now + 31000,
+              "the pause is not the server's 30 s (until %lld, now %lld)", (long long)until,
+              (long long)now);
+    http_call_clear(&call);
+    http_client_free(&c);
+    raw_stop(&r);
+}
+
 Test(http, retry_500_then_success)
 {
     struct http_client *c = client("test-key", 4, 10);

@@ -138,7 +138,10 @@ w_create() { rm -f "$1"/w/c*.md; mkdir -p "$1/w"; fsecs create "$1/w" 1000 4096;
 w_overwrite() { fsecs overwrite "$1/w" 1000 4096; }
 w_sed() { local t0; t0=$(now); for f in $(head -200 "$W/list-$2"); do sed -i 's/lorem/LOREM/' "$f"; done; secs "$t0" "$(now)"; }
 w_save() { sed -n 201,400p "$W/list-$2" >"$W/save-$2"; fsecs save "$W/save-$2"; }
-w_read() { fsecs read "$W/list-$2"; }
+# (Five passes, the median one: a pass takes some 50 ms, and runs of one
+# build side by side, BASELINE the same binary, differed by a quarter on
+# a single pass.)
+w_read() { fsecs read "$W/list-$2" 5; }
 w_ls() { timed ls -lR "$1"; }
 w_cat() { local t0; t0=$(now); xargs -a "$W/list-$2" cat >/dev/null; secs "$t0" "$(now)"; }
 # Before each timed run of a warm workload (w_read, w_ls, w_cat), its

@@ -84,7 +84,7 @@ static int read_checked(const char *path, char **buf, size_t *len, char *why, si
     close(fd);
     if (rc) {
         if (b)
-            memset(b, 0, (size_t)st.st_size);
+            explicit_bzero(b, (size_t)st.st_size);
         free(b);
         return rc;
     }
@@ -162,7 +162,7 @@ int cred_from_file(const char *path, struct mfs_cred *out, char *why, size_t why
                 vals[i] = getenv(keys[i]);
         rc = cred_resolve(vals[0], vals[1], vals[2], vals[3], out, why, whylen);
     }
-    memset(buf, 0, len);
+    explicit_bzero(buf, len);
     free(buf);
     return rc;
 }

@@ -77,24 +77,41 @@ static void share_unlock(CURL *h, curl_lock_data data, void *user)
         pthread_mutex_unlock(&c->share_locks[data]);
 }
 
-/* Appends "name: value" to *l, refusing CR/LF (header injection). */
-static int add_header(struct curl_slist **l, const char *name, const char *value)
+/* Appends "name: value1value2" to *l, refusing CR/LF (header
+ * injection).  The line is built in one allocation of its size and wiped
+ * before it is freed: it may carry the credential (a buffer that grows
+ * leaves copies behind in the memory it frees). */
+static int add_header2(struct curl_slist **l, const char *name, const char *value1,
+                       const char *value2)
 {
-    if (strpbrk(value, "\r\n"))
+    if (strpbrk(value1, "\r\n") || strpbrk(value2, "\r\n"))
         return -EINVAL;
-    struct jbuf b = {0};
-    jbuf_adds(&b, name);
-    jbuf_adds(&b, ": ");
-    jbuf_adds(&b, value);
-    char *s = jbuf_steal(&b);
+    size_t len = strlen(name) + 2 + strlen(value1) + strlen(value2) + 1;
+    char *s = malloc(len);
     if (!s)
         return -ENOMEM;
+    snprintf(s, len, "%s: %s%s", name, value1, value2);
     struct curl_slist *n = curl_slist_append(*l, s);
+    explicit_bzero(s, len);
     free(s);
     if (!n)
         return -ENOMEM;
     *l = n;
     return 0;
+}
+
+static int add_header(struct curl_slist **l, const char *name, const char *value)
+{
+    return add_header2(l, name, value, "");
+}
+
+/* Frees a header list, its lines wiped first (the credential's among them). */
+static void free_headers(struct curl_slist *l)
+{
+    for (struct curl_slist *i = l; i; i = i->next)
+        if (i->data)
+            explicit_bzero(i->data, strlen(i->data));
+    curl_slist_free_all(l);
 }
 
 static int build_headers(struct http_client *c, const struct http_opts *o)
@@ -109,13 +126,8 @@ static int build_headers(struct http_client *c, const struct http_opts *o)
             rc = add_header(l, "accept", "application/json");
         if (!rc && o->api_key && *o->api_key)
             rc = add_header(l, "x-api-key", o->api_key);
-        if (!rc && o->bearer && *o->bearer) {
-            struct jbuf b = {0};
-            jbuf_adds(&b, "Bearer ");
-            jbuf_adds(&b, o->bearer);
-            rc = b.oom ? -ENOMEM : add_header(l, "authorization", b.p);
-            jbuf_release(&b);
-        }
+        if (!rc && o->bearer && *o->bearer)
+            rc = add_header2(l, "authorization", "Bearer ", o->bearer);
         if (!rc && i == 1)
             rc = add_header(l, "content-type", "application/json");
         /* No "Expect: 100-continue" round trip for larger bodies. */
@@ -204,8 +216,8 @@ void http_client_free(struct http_client **cp)
     }
     if (c->share)
         curl_share_cleanup(c->share);
-    curl_slist_free_all(c->hdrs);
-    curl_slist_free_all(c->hdrs_body);
+    free_headers(c->hdrs);
+    free_headers(c->hdrs_body);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_destroy(&c->share_locks[i]);
     pthread_mutex_destroy(&c->pool_lock);

@@ -67,6 +67,7 @@ static int b64_decode(const char *s, char **out, size_t *outlen)
     for (size_t i = 0; i < n; i++) {
         int v = b64_val((unsigned char)s[i]);
         if (v < 0) {
+            explicit_bzero(o, k);
             free(o);
             return -EINVAL;
         }
@@ -94,7 +95,7 @@ int work_secret_token(const char *secret, char **token)
     if (rc)
         return rc;
     cJSON *root = cJSON_ParseWithLengthOpts(raw, rawlen, NULL, false);
-    memset(raw, 0, rawlen);
+    explicit_bzero(raw, rawlen);
     free(raw);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "sessions_token");
     rc = -EINVAL;
@@ -103,7 +104,7 @@ int work_secret_token(const char *secret, char **token)
         rc = *token ? 0 : -ENOMEM;
     }
     if (cJSON_IsString(t) && t->valuestring)
-        memset(t->valuestring, 0, strlen(t->valuestring));
+        explicit_bzero(t->valuestring, strlen(t->valuestring));
     cJSON_Delete(root);
     return rc;
 }
@@ -112,10 +113,11 @@ void cred_clear(struct mfs_cred *c)
 {
     if (!c)
         return;
+    /* explicit_bzero: a memset before free may be optimised away. */
     if (c->api_key)
-        memset(c->api_key, 0, strlen(c->api_key));
+        explicit_bzero(c->api_key, strlen(c->api_key));
     if (c->bearer)
-        memset(c->bearer, 0, strlen(c->bearer));
+        explicit_bzero(c->bearer, strlen(c->bearer));
     free(c->api_key);
     free(c->bearer);
     free(c->base_url);

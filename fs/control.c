@@ -135,7 +135,10 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
     int rc = 0;
     char fstype[64] = "", source[300] = "", want[200];
     snprintf(want, sizeof(want), "memstorefs:%s", info->store_id);
-    int m = mountdir_mounted_as(info->mount_path, fstype, sizeof(fstype), source, sizeof(source));
+    /* Where the mount table has it (a symbolic link on the way resolved
+     * when it was made): looked up, and detached, there. */
+    const char *at = rt_mount_point(info);
+    int m = mountdir_mounted(at, fstype, sizeof(fstype), source, sizeof(source));
     if (m < 0) {
         fprintf(stderr, "memstorefs: cannot read the mount table: %s\n", strerror(-m));
         return m;
@@ -151,13 +154,12 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
                 info->mount_path, source, fstype);
         return 0;
     }
-    if (ours && umount2(info->mount_path, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 &&
+    if (ours && umount2(at, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 &&
         errno != EINVAL && errno != ENOENT) {
         /* Not root: fusermount3 can detach a FUSE mount of ours. */
         pid_t pid = fork();
         if (pid == 0) {
-            execlp("fusermount3", "fusermount3", "-u", "-z", "-q", info->mount_path,
-                   (char *)NULL);
+            execlp("fusermount3", "fusermount3", "-u", "-z", "-q", at, (char *)NULL);
             _exit(127);
         }
         int st = 0;

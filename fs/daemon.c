@@ -178,20 +178,23 @@ static void explain_api(const struct fs_store *s, int rc, const struct api_error
                         "%s: %s\n", D.cred.base_url, s->id, strerror(-rc));
 }
 
-/* Whether dead (the record a daemon that died holding s's lock left in
- * it) is a mount at another path still there: a fuse.memstorefs mount of
- * the store (mountdir_mounted_as: a symbolic link on the way counts).  Taking the lock over would drop the only record of it,
- * and status and unmount would no longer see the dead mount.  When it was
- * detached since, the record is all that is left: taken over. */
-static bool dead_elsewhere(const struct fs_store *s, const struct rt_lockinfo *dead)
+/* rt_keep_fn of a mount: whether dead (the record a daemon that died
+ * holding the store's lock left in it) is a mount at another path, still
+ * there as a fuse.memstorefs mount of the store (looked up where the
+ * mount table has it).  Taking the lock over would drop the only record
+ * of it, and status and unmount would no longer see the dead mount.
+ * When it was detached since, the record is all that is left: taken over.
+ * (A mount at the same path meets the dead mount itself first.) */
+static bool keep_dead_elsewhere(const struct rt_lockinfo *dead, void *arg)
 {
+    const struct fs_store *s = arg;
     if (dead->pid <= 0 || dead->mount_path[0] != '/' ||
         strcmp(dead->mount_path, s->mount_path) == 0 || strcmp(dead->store_id, s->id) != 0)
         return false;
     char want[200], fstype[64] = "", source[300] = "";
     snprintf(want, sizeof(want), "memstorefs:%s", s->id);
-    return mountdir_mounted_as(dead->mount_path, fstype, sizeof(fstype), source,
-                               sizeof(source)) == 1 &&
+    return mountdir_mounted(rt_mount_point(dead), fstype, sizeof(fstype), source,
+                            sizeof(source)) == 1 &&
            strcmp(fstype, "fuse.memstorefs") == 0 && strcmp(source, want) == 0;
 }
 
@@ -205,7 +208,14 @@ static int setup_stores(struct mount_opts *o)
         snprintf(info.store_id, sizeof(info.store_id), "%s", s->id);
         snprintf(info.mount_path, sizeof(info.mount_path), "%s", s->mount_path);
         snprintf(info.cache_dir, sizeof(info.cache_dir), "%s", o->cache_dir);
-        int rc = rt_lock_store(&info, &s->lock_fd, &s->lock_file, &other);
+        int rc = rt_lock_store(&info, &s->lock_fd, &s->lock_file, &other, keep_dead_elsewhere,
+                               s);
+        if (rc == -ENOTCONN) {
+            fprintf(stderr, "memstorefs: memory store %s: its mount at %s died with its daemon; "
+                            "run 'memstorefs unmount %s' first\n", s->id, other.mount_path,
+                    other.mount_path);
+            return -EBUSY;
+        }
         if (rc == -EBUSY) {
             fprintf(stderr, "memstorefs: memory store %s is already mounted on this host at %s "
                             "(memstorefs pid %d); unmount it first\n", s->id,
@@ -217,20 +227,13 @@ static int setup_stores(struct mount_opts *o)
                     rt_error()[0] ? rt_error() : strerror(-rc));
             return rc;
         }
-        if (dead_elsewhere(s, &other)) {
-            /* Decided under the lock; the record goes back as it was. */
-            rt_lock_update(s->lock_fd, &other);
-            close(s->lock_fd);
-            s->lock_fd = -1;
-            free(s->lock_file);
-            s->lock_file = NULL;
-            fprintf(stderr, "memstorefs: memory store %s: its mount at %s died with its daemon; "
-                            "run 'memstorefs unmount %s' first\n", s->id, other.mount_path,
-                    other.mount_path);
-            return -EBUSY;
-        }
         if ((rc = mountdir_make(s, &info)))
             return rc;
+        /* Where the mount table will name it: what a dead mount is looked
+         * up by (a symbolic link on the way, re-pointed since, changes
+         * nothing). */
+        ssize_t n = readlink(s->dir_ref, info.mounted_at, sizeof(info.mounted_at) - 1);
+        info.mounted_at[n > 0 && info.mounted_at[0] == '/' ? n : 0] = '\0';
         rt_lock_update(s->lock_fd, &info);
     }
 

@@ -55,6 +55,15 @@ static bool same_dir(const char *a, const char *b)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* rt_keep_fn: a record a daemon that died holding the store's lock left
+ * (decided under the lock, so that no daemon dying meanwhile has its
+ * record taken over): status and unmount find the dead mount by it. */
+static bool keep_dead_mount(const struct rt_lockinfo *prev, void *arg)
+{
+    (void)arg;
+    return prev->pid > 0 && prev->mount_path[0] == '/';
+}
+
 static int flush_store(struct cache *c, struct http_client *h, const char *dir,
                        const struct cache_store *cs, enum syncer_deletions del)
 {
@@ -73,20 +82,18 @@ static int flush_store(struct cache *c, struct http_client *h, const char *dir,
                    kept_why(del, st.kept_deletions == st.tombstones));
         return 0;
     }
-    if (rt_is_dead_store(cs->id, NULL, 0)) {
-        char path[4096] = "";
-        rt_is_dead_store(cs->id, path, sizeof(path));
-        printf("%s: its mount at %s died with its daemon; run 'memstorefs unmount %s' first\n",
-               cs->id, path, path);
-        return -EBUSY;
-    }
     struct rt_lockinfo info = {0}, other = {0};
     info.pid = getpid();
     snprintf(info.store_id, sizeof(info.store_id), "%s", cs->id);
     snprintf(info.mount_path, sizeof(info.mount_path), "(memstorefs flush)");
     int lock_fd = -1;
     char *lock_file = NULL;
-    int rc = rt_lock_store(&info, &lock_fd, &lock_file, &other);
+    int rc = rt_lock_store(&info, &lock_fd, &lock_file, &other, keep_dead_mount, NULL);
+    if (rc == -ENOTCONN) {
+        printf("%s: its mount at %s died with its daemon; run 'memstorefs unmount %s' first\n",
+               cs->id, other.mount_path, other.mount_path);
+        return -EBUSY;
+    }
     if (rc == -EBUSY && other.cache_dir[0] && !same_dir(dir, other.cache_dir)) {
         /* That daemon pushes from its own cache, never from this one. */
         unsigned long long n = st.dirty + sendable;

@@ -476,26 +476,6 @@ static void unescape(char *s)
     *o = '\0';
 }
 
-int mountdir_mounted_as(const char *path, char *fstype, size_t tlen, char *source, size_t slen)
-{
-    int m = mountdir_mounted(path, fstype, tlen, source, slen);
-    const char *slash = strrchr(path, '/');
-    if (m != 0 || !slash || slash == path)
-        return m;
-    char parent[PATH_MAX], full[PATH_MAX];
-    if ((size_t)snprintf(parent, sizeof(parent), "%.*s", (int)(slash - path), path) >=
-        sizeof(parent))
-        return 0;
-    char *real = realpath(parent, NULL);
-    if (!real)
-        return 0;
-    int n = snprintf(full, sizeof(full), "%s%s", strcmp(real, "/") ? real : "", slash);
-    free(real);
-    if (n < 0 || (size_t)n >= sizeof(full) || strcmp(full, path) == 0)
-        return 0;
-    return mountdir_mounted(full, fstype, tlen, source, slen);
-}
-
 int mountdir_mounted(const char *path, char *fstype, size_t tlen, char *source, size_t slen)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");

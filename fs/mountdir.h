@@ -32,11 +32,6 @@ void mountdir_remove(struct fs_store *s);
  * (e.g. "fuse.memstorefs", "tmpfs") and source (e.g. "memstorefs:ID") in
  * the buffers, 0 when path is not a mount point, or a negative errno. */
 int mountdir_mounted(const char *path, char *fstype, size_t tlen, char *source, size_t slen);
-/* The same for a mount point recorded as it was given (a lock file's):
- * looked up as it is, then with its parent resolved, the form the mount
- * table holds when a symbolic link leads to it (the mount point itself,
- * dead or hung, is never resolved). */
-int mountdir_mounted_as(const char *path, char *fstype, size_t tlen, char *source, size_t slen);
 /* At exit: removes shared parents still waiting for their last store. */
 void mountdir_finish(void);
 

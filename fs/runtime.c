@@ -102,6 +102,8 @@ static void parse_info(const char *text, struct rt_lockinfo *info)
                 snprintf(info->mount_path, sizeof(info->mount_path), "%.*s", (int)vn, v);
             else if (kn == 9 && !memcmp(p, "cache_dir", 9))
                 snprintf(info->cache_dir, sizeof(info->cache_dir), "%.*s", (int)vn, v);
+            else if (kn == 10 && !memcmp(p, "mounted_at", 10))
+                snprintf(info->mounted_at, sizeof(info->mounted_at), "%.*s", (int)vn, v);
             else if (kn == 7 && !memcmp(p, "created", 7) && info->n_created < 8)
                 snprintf(info->created[info->n_created++], sizeof(info->created[0]), "%.*s",
                          (int)vn, v);
@@ -112,7 +114,7 @@ static void parse_info(const char *text, struct rt_lockinfo *info)
 
 static int read_info(int fd, struct rt_lockinfo *info)
 {
-    char buf[10 * 4096 + 8192];
+    char buf[11 * 4096 + 8192];
     ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
     if (n < 0)
         return -errno;
@@ -132,6 +134,8 @@ int rt_lock_update(int fd, const struct rt_lockinfo *info)
             info->mount_path);
     if (info->cache_dir[0])
         fprintf(m, "cache_dir=%s\n", info->cache_dir);
+    if (info->mounted_at[0])
+        fprintf(m, "mounted_at=%s\n", info->mounted_at);
     for (int i = 0; i < info->n_created; i++)
         fprintf(m, "created=%s\n", info->created[i]);
     fclose(m);
@@ -152,7 +156,13 @@ static bool same_file(int fd, const char *path)
            a.st_ino == b.st_ino;
 }
 
-int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file, struct rt_lockinfo *other)
+const char *rt_mount_point(const struct rt_lockinfo *info)
+{
+    return info->mounted_at[0] ? info->mounted_at : info->mount_path;
+}
+
+int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file, struct rt_lockinfo *other,
+                  rt_keep_fn keep, void *arg)
 {
     char path[4200];
     *fd = -1;
@@ -195,9 +205,15 @@ int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file, struct r
             break;
         close(f);
     }
-    if (other) {
-        memset(other, 0, sizeof(*other));
-        read_info(f, other);
+    if (keep) {
+        struct rt_lockinfo prev;
+        read_info(f, &prev);
+        if (keep(&prev, arg)) {
+            if (other)
+                *other = prev;
+            close(f); /* (the record stays; the lock goes with the fd) */
+            return -ENOTCONN;
+        }
     }
     rc = rt_lock_update(f, info);
     if (rc || !(*file = strdup(path))) {
@@ -351,31 +367,5 @@ bool rt_is_dead_mount(const char *mount_path)
 {
     struct dead_ctx d = {mount_path, false};
     rt_each_lock(match_dead, &d);
-    return d.dead;
-}
-
-struct dead_store_ctx {
-    const char *id;
-    char *path;
-    size_t len;
-    bool dead;
-};
-
-static int match_dead_store(void *arg, const char *file, const struct rt_lockinfo *info,
-                            bool alive)
-{
-    struct dead_store_ctx *d = arg;
-    if (!alive && strcmp(info->store_id, d->id) == 0 && info->mount_path[0] == '/') {
-        d->dead = true;
-        if (d->path)
-            snprintf(d->path, d->len, "%s", info->mount_path);
-    }
-    return 0;
-}
-
-bool rt_is_dead_store(const char *store_id, char *path, size_t len)
-{
-    struct dead_store_ctx d = {store_id, path, len, false};
-    rt_each_lock(match_dead_store, &d);
     return d.dead;
 }

@@ -25,18 +25,30 @@ struct rt_lockinfo {
     char store_id[128];
     char mount_path[4096];
     char cache_dir[4096];  /* the daemon's --cache-dir ("" from an older one) */
+    char mounted_at[4096]; /* the mount point as the mount table names it (its
+                            * symbolic links resolved when it was made); ""
+                            * from an older daemon: mount_path then */
     char created[8][4096]; /* directories the mount created, parents first */
     int n_created;
 };
 
+/* Where info's mount is in the mount table: mounted_at, else mount_path. */
+const char *rt_mount_point(const struct rt_lockinfo *info);
+
+/* Whether the record a lock file holds (a daemon that died holding it
+ * left it; all zero for a new file) must stay: rt_lock_store then takes
+ * nothing over. */
+typedef bool (*rt_keep_fn)(const struct rt_lockinfo *prev, void *arg);
+
 /* Takes the store's lock (flock, held as long as *fd is open) and writes
  * info into it.  -EBUSY when another live daemon holds it; *other is then
- * filled from its file.  On success *other (when given) holds what the
- * file said before: a daemon that died holding it left its record there
- * (pid > 0), all zero for a new file.  A lock file that is a symbolic link, not a
+ * filled from its file.  With keep, the record found under the lock is
+ * given to it first: when it says keep, the file is left as it is, the
+ * lock let go, *other filled from it, and -ENOTCONN returned (a dead
+ * mount's record, which status and unmount need).  A lock file that is a symbolic link, not a
  * regular file, or not ours is refused (-EPERM, reason in rt_error()). */
 int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file,
-                  struct rt_lockinfo *other);
+                  struct rt_lockinfo *other, rt_keep_fn keep, void *arg);
 /* Rewrites the lock file (after the directories were created). */
 int rt_lock_update(int fd, const struct rt_lockinfo *info);
 /* Removes the file (only when it is still the one fd holds, and ours) and
@@ -58,10 +70,6 @@ size_t rt_mount_prefix(const struct rt_lockinfo *info, const char *abs);
 
 /* True when a lock file names mount_path and its daemon is gone. */
 bool rt_is_dead_mount(const char *mount_path);
-
-/* True when the store's lock file records a mount whose daemon is gone;
- * path (may be NULL) gets that mount path. */
-bool rt_is_dead_store(const char *store_id, char *path, size_t len);
 
 /* A daemon marks itself as setting up its mount until its control socket
  * is open, so that commands wait for that socket only then (a daemon that

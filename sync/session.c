@@ -183,6 +183,7 @@ int cred_resolve(const char *work_secret, const char *api_key, const char *auth_
         if (rc == -ENOMEM)
             goto fail;
         if (!rc && has_control(tok)) { /* no header can carry it */
+            explicit_bzero(tok, strlen(tok));
             free(tok);
             tok = NULL;
             rc = -EINVAL;

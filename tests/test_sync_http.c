@@ -292,7 +292,7 @@ static void raw_stop(struct raw_srv *r)
  * budget's pause ended 10-40 ms later). */
 Test(http, a_429_cut_inside_its_body_keeps_its_retry_after)
 {
-    struct raw_srv r;
+    static struct raw_srv r; /* (its thread outlives a failed assertion's frame) */
     int port = raw_start(&r, "HTTP/1.1 429 Too Many Requests\r\nretry-after: 30\r\n"
                              "content-type: application/json\r\ncontent-length: 200\r\n\r\n"
                              "{\"type\":\"error\",\"er");

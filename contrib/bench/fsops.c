@@ -6,7 +6,7 @@
  *   fsops overwrite DIR N SIZE  the same files again (O_TRUNC, write, close)
  *   fsops read LIST [PASSES]    open, read to the end and close every file
  *                               named in LIST (one path a line); PASSES
- *                               times over (default 1), the time the
+ *                               times over (odd, default 1), the time the
  *                               median pass: a pass over a warm tree takes
  *                               some 50 ms, which one stall of the machine
  *                               can double
@@ -227,9 +227,11 @@ int main(int argc, char **argv)
         n = atol(argv[3]);
         rc = writes(argv[2], n, atol(argv[4]), O_TRUNC);
     } else if ((argc == 3 || argc == 4) && strcmp(argv[1], "read") == 0) {
-        long passes = argc == 4 ? atol(argv[3]) : 1;
-        if (passes < 1 || passes > 1000) {
-            fprintf(stderr, "fsops: PASSES must be 1 to 1000, got '%s'\n", argv[3]);
+        char *end = NULL;
+        long passes = argc == 4 ? strtol(argv[3], &end, 10) : 1;
+        if (argc == 4 && (!*argv[3] || *end || passes < 1 || passes > 999 || passes % 2 == 0)) {
+            fprintf(stderr, "fsops: PASSES must be odd, 1 to 999 (a median), got '%s'\n",
+                    argv[3]);
             return 2;
         }
         double *took = calloc((size_t)passes, sizeof(*took));

@@ -245,14 +245,8 @@ Test(mount_lifecycle, sigint_unmounts)
 Test(mount_lifecycle, dead_mount_is_cleaned_by_unmount)
 {
     char *out = NULL;
-    int rc = mnt_mount(&E, store, "dead", false, "", &out);
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out);
-    pid_t pid = mnt_daemon_pid(&E);
-    cr_assert_gt(pid, 1);
-    kill(pid, SIGKILL);
-    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
-        usleep(100 * 1000);
+    mnt_mount_dead(&E, store, "dead");
+    int rc;
     /* The dead mount blocks a new session at the same path... */
     rc = mnt_mount(&E, store, "dead", false, "", &out);
     cr_expect_neq(rc, 0);
@@ -281,15 +275,7 @@ Test(mount_lifecycle, a_dead_mount_elsewhere_is_named_before_the_store_mounts_ag
     int rc = mnt_sh(&E, &out, "mkdir $MNT/real && ln -s real $MNT/lnk");
     cr_assert_eq(rc, 0, "%s", out);
     free(out);
-    rc = mnt_mount(&E, store, "lnk/dead", false, "", &out);
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out);
-    pid_t pid = mnt_daemon_pid(&E);
-    cr_assert_gt(pid, 1);
-    kill(pid, SIGKILL);
-    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
-        usleep(100 * 1000);
-    cr_assert_neq(kill(pid, 0), 0, "the daemon did not die");
+    mnt_mount_dead(&E, store, "lnk/dead");
     rc = mnt_mount(&E, store, "other", false, "", &out);
     cr_expect_eq(rc, 1, "the store mounted again elsewhere over its dead mount: %s", out);
     char want[1024];

@@ -51,6 +51,18 @@ static int victim_mount(char **out)
                                    "\"$HOME_DIR\"/cache --sync-interval 5", store);
 }
 
+/* victim_mount, then its daemon's pid. */
+static pid_t victim_daemon(void)
+{
+    char *out = NULL;
+    int rc = victim_mount(&out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t pid = tu_daemon_pid(&victim);
+    cr_assert_gt(pid, 0, "no daemon found");
+    return pid;
+}
+
 static void expect_victim_file(const char *want)
 {
     char path[400];
@@ -151,14 +163,8 @@ Test(security_runtime, attacker_cannot_remove_the_lock_or_the_socket)
 Test(security_runtime, unmount_of_a_dead_mount_leaves_another_filesystem_alone)
 {
     char *out = NULL;
-    int rc = mnt_mount(&E, store, "dead", false, "", &out);
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out);
-    pid_t pid = mnt_daemon_pid(&E);
-    cr_assert_gt(pid, 1);
-    kill(pid, SIGKILL);
-    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
-        usleep(100 * 1000);
+    mnt_mount_dead(&E, store, "dead");
+    int rc;
     /* By hand: the dead mount is detached, and a tmpfs takes its place. */
     rc = mnt_sh(&E, &out, "umount -l $MNT/dead && mount -t tmpfs mfs-test-tmpfs $MNT/dead && "
                           "echo mine > $MNT/dead/keep.txt");
@@ -192,11 +198,8 @@ Test(security_runtime, unmount_of_a_dead_mount_leaves_another_filesystem_alone)
 Test(security_runtime, the_daemon_s_environment_does_not_hold_the_key)
 {
     char *out = NULL;
-    int rc = victim_mount(&out);
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out);
-    pid_t pid = tu_daemon_pid(&victim);
-    cr_assert_gt(pid, 0, "no daemon found");
+    pid_t pid = victim_daemon();
+    int rc;
     /* Read as root: since the daemon is not dumpable, its own account can
      * no longer open the file at all (the next test). */
     rc = mnt_sh(&E, &out, "tr '\\0' '\\n' < /proc/%d/environ | "
@@ -262,11 +265,8 @@ static const char scan_py[] =
 Test(security_runtime, another_process_of_the_account_cannot_read_the_daemon_s_memory)
 {
     char *out = NULL;
-    int rc = victim_mount(&out);
-    cr_assert_eq(rc, 0, "%s", out);
-    free(out);
-    pid_t pid = tu_daemon_pid(&victim);
-    cr_assert_gt(pid, 0, "no daemon found");
+    pid_t pid = victim_daemon();
+    int rc;
     rc = tu_sh(&E, &victim, &out, "python3 -c '%s' %d 2>&1", scan_py, (int)pid);
     cr_expect_str_eq(out ? out : "", "maps denied\n",
                      "a process of the daemon's account read its memory: %s (exit %d)", out, rc);

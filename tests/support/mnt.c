@@ -206,6 +206,20 @@ char *mnt_q(const struct mnt_env *e, const char *fmt, ...)
     return res ? res : strdup("");
 }
 
+void mnt_mount_dead(const struct mnt_env *e, const char *store, const char *name)
+{
+    char *out = NULL;
+    int rc = mnt_mount(e, store, name, false, "", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t pid = mnt_daemon_pid(e);
+    cr_assert_gt(pid, 1);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    cr_assert_neq(kill(pid, 0), 0, "the daemon (pid %d) did not die", (int)pid);
+}
+
 pid_t mnt_daemon_pid(const struct mnt_env *e)
 {
     DIR *d = opendir(e->run);

@@ -68,6 +68,9 @@ char *mnt_q(const struct mnt_env *e, const char *fmt, ...) __attribute__((format
 /* The pid of a daemon of this test, from a store lock file in the private
  * runtime dir (0 when none). */
 pid_t mnt_daemon_pid(const struct mnt_env *e);
+/* Mounts store at MNT/name, then kills its daemon with SIGKILL and waits
+ * (5 s at most) until it is gone: a dead mount.  Asserts each step. */
+void mnt_mount_dead(const struct mnt_env *e, const char *store, const char *name);
 
 /* True when path is a mount point now (from /proc/self/mountinfo). */
 bool mnt_is_mounted(const char *path);

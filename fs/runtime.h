@@ -45,8 +45,9 @@ typedef bool (*rt_keep_fn)(const struct rt_lockinfo *prev, void *arg);
  * filled from its file.  With keep, the record found under the lock is
  * given to it first: when it says keep, the file is left as it is, the
  * lock let go, *other filled from it, and -ENOTCONN returned (a dead
- * mount's record, which status and unmount need).  A lock file that is a symbolic link, not a
- * regular file, or not ours is refused (-EPERM, reason in rt_error()). */
+ * mount's record, which status and unmount need).  A lock file that is a
+ * symbolic link, not a regular file, or not ours is refused (-EPERM,
+ * reason in rt_error()). */
 int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file,
                   struct rt_lockinfo *other, rt_keep_fn keep, void *arg);
 /* Rewrites the lock file (after the directories were created). */

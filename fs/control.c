@@ -133,8 +133,7 @@ static bool sock_listened(const char *path)
 static int clean_dead(const char *file, const struct rt_lockinfo *info)
 {
     int rc = 0;
-    char fstype[64] = "", source[300] = "", want[200];
-    snprintf(want, sizeof(want), "memstorefs:%s", info->store_id);
+    char fstype[64] = "", source[300] = "";
     /* Where the mount table has it (a symbolic link on the way resolved
      * when it was made): looked up, and detached, there. */
     const char *at = rt_mount_point(info);
@@ -143,7 +142,7 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
         fprintf(stderr, "memstorefs: cannot read the mount table: %s\n", strerror(-m));
         return m;
     }
-    bool ours = m == 1 && strcmp(fstype, "fuse.memstorefs") == 0 && strcmp(source, want) == 0;
+    bool ours = m == 1 && mountdir_is_store(fstype, source, info->store_id);
     if (m == 1 && !ours) {
         /* The dead mount is gone (detached by hand) and something else is
          * mounted there now: not ours to detach, nor its directories to

@@ -191,11 +191,10 @@ static bool keep_dead_elsewhere(const struct rt_lockinfo *dead, void *arg)
     if (dead->pid <= 0 || dead->mount_path[0] != '/' ||
         strcmp(dead->mount_path, s->mount_path) == 0 || strcmp(dead->store_id, s->id) != 0)
         return false;
-    char want[200], fstype[64] = "", source[300] = "";
-    snprintf(want, sizeof(want), "memstorefs:%s", s->id);
+    char fstype[64] = "", source[300] = "";
     return mountdir_mounted(rt_mount_point(dead), fstype, sizeof(fstype), source,
                             sizeof(source)) == 1 &&
-           strcmp(fstype, "fuse.memstorefs") == 0 && strcmp(source, want) == 0;
+           mountdir_is_store(fstype, source, s->id);
 }
 
 static int setup_stores(struct mount_opts *o)

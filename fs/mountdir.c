@@ -476,6 +476,12 @@ static void unescape(char *s)
     *o = '\0';
 }
 
+bool mountdir_is_store(const char *fstype, const char *source, const char *store_id)
+{
+    return strcmp(fstype, "fuse.memstorefs") == 0 && strncmp(source, "memstorefs:", 11) == 0 &&
+           strcmp(source + 11, store_id) == 0;
+}
+
 int mountdir_mounted(const char *path, char *fstype, size_t tlen, char *source, size_t slen)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");

@@ -32,6 +32,9 @@ void mountdir_remove(struct fs_store *s);
  * (e.g. "fuse.memstorefs", "tmpfs") and source (e.g. "memstorefs:ID") in
  * the buffers, 0 when path is not a mount point, or a negative errno. */
 int mountdir_mounted(const char *path, char *fstype, size_t tlen, char *source, size_t slen);
+/* Whether what mountdir_mounted found is store_id's own mount: type
+ * fuse.memstorefs, source memstorefs:<id> (the fsname fsmount.c gives). */
+bool mountdir_is_store(const char *fstype, const char *source, const char *store_id);
 /* At exit: removes shared parents still waiting for their last store. */
 void mountdir_finish(void);
 

@@ -360,7 +360,8 @@ static void fetch_base(struct fs_store *s, uint64_t row)
         return;
     if (n.base_sha[0] && n.memory_id[0] && !cache_blob_has(s->cache, n.base_sha)) {
         snprintf(n.sha, sizeof(n.sha), "%s", n.base_sha);
-        int rc = ops_fetch(s, &n, false, true, syncer_fetch_deadline(s->sync));
+        int64_t deadline = 0;
+        int rc = ops_fetch(s, &n, false, true, &deadline);
         if (rc)
             log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
                      "error", strerror(-rc));
@@ -369,12 +370,14 @@ static void fetch_base(struct fs_store *s, uint64_t row)
 }
 
 int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait, bool queue,
-              int64_t deadline_ms)
+              int64_t *deadline_ms)
 {
+    if (!*deadline_ms)
+        *deadline_ms = syncer_fetch_deadline(s->sync);
     /* With no lock held, while another thread serves the mount's other
      * requests. */
     fsloop_blocking();
-    int rc = syncer_fetch(s->sync, s->sync_idx, n->memory_id, n->sha, queue, deadline_ms);
+    int rc = syncer_fetch(s->sync, s->sync_idx, n->memory_id, n->sha, queue, *deadline_ms);
     if (rc == -ESTALE) {
         /* The memory changed again since it was listed: the sync thread
          * was kicked to bring the node to it (and to tell the kernel).
@@ -384,7 +387,7 @@ int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait, bool queue,
          * another store's sync first.)  Never for a rename: it holds its
          * directories' locks, which the sync's notifications may need. */
         for (int i = 0; i < (wait ? 200 : 5); i++) {
-            if (syncer_past(deadline_ms))
+            if (syncer_past(*deadline_ms))
                 return -ETIMEDOUT;
             usleep(50 * 1000);
             struct cnode now;
@@ -442,9 +445,7 @@ int ops_load(struct fs_store *s, struct ofile *f)
         }
         ofile_unlock(f);
         if (rc == -ENOENT && attempt < 4 && n.memory_id[0]) {
-            if (!deadline)
-                deadline = syncer_fetch_deadline(s->sync);
-            rc = ops_fetch(s, &n, attempt == 0, true, deadline); /* not in the cache yet */
+            rc = ops_fetch(s, &n, attempt == 0, true, &deadline); /* not in the cache yet */
             if (!rc) {
                 cnode_clear(&n);
                 continue;

@@ -100,11 +100,12 @@ int ops_save(struct fs_store *s, struct ofile *f, unsigned edit, enum ofile_flus
  * When the memory changed again since it was listed, waits for the sync
  * to bring the node to it: 10 s at most with wait, a quarter of a second
  * without (a caller holding directory locks the sync may need), never
- * past deadline_ms.  queue false: no wait for a download slot either
- * (syncer_fetch; a rename).  deadline_ms (syncer_fetch_deadline) bounds
- * the download and the wait: one for all the tries of an operation. */
+ * past *deadline_ms.  queue false: no wait for a download slot either
+ * (syncer_fetch; a rename).  *deadline_ms is the operation's bound for
+ * the download and the wait, one for all its tries: 0 before its first
+ * download, which sets it (syncer_fetch_deadline). */
 int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait, bool queue,
-              int64_t deadline_ms);
+              int64_t *deadline_ms);
 /* Makes f hold the current content of its file (loading it from the
  * cache, or downloading it); a buffer with unflushed changes is kept. */
 int ops_load(struct fs_store *s, struct ofile *f);

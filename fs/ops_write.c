@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
 #include "log.h"
 #include "ops.h"
 #include "rules.h"
@@ -252,7 +251,7 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
      * moves only once it is: it could no longer be downloaded from its own
      * memory, which that rename deletes (cache/write.c). */
     int rc;
-    int64_t deadline = 0; /* (taken at the first download: one for all) */
+    int64_t deadline = 0; /* (set by the first download: one for all) */
     for (int attempt = 0;; attempt++) {
         rc = cache_rename(s->cache, prow, name, nrow, newname,
                           (flags & RENAME_NOREPLACE) ? CACHE_RENAME_NOREPLACE : 0);
@@ -261,9 +260,7 @@ void ops_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
         struct cnode n;
         if ((rc = cache_lookup(s->cache, prow, name, &n)) != 0)
             break;
-        if (!deadline)
-            deadline = syncer_fetch_deadline(s->sync);
-        rc = ops_fetch(s, &n, false, false, deadline); /* it holds its directories' locks */
+        rc = ops_fetch(s, &n, false, false, &deadline); /* it holds its directories' locks */
         if (rc)
             log_warn("failed to fetch memory content", "memory_store_id", s->id, "path", n.path,
                      "error", strerror(-rc));

@@ -5,7 +5,6 @@
  * warm read waits the download's 3 s and ends second (seen failing with
  * fsloop_blocking() made a no-op).  A download an open waits for is
  * bounded by --fetch-timeout, whatever pause the server asks for. */
-#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,26 +119,7 @@ Test(mount_sync_loop, an_open_whose_downloads_are_stale_waits_no_longer_than_the
 {
     char *id = sy_id("/b.md");
     cr_assert_not_null(id);
-    cJSON *fault = cJSON_CreateObject();
-    cJSON_AddStringToObject(fault, "action", "reply");
-    cJSON_AddStringToObject(fault, "method", "GET");
-    cJSON_AddNumberToObject(fault, "count", 0);
-    char path[300];
-    snprintf(path, sizeof(path), "/v1/memory_stores/%s/memories/%s", store, id);
-    cJSON_AddStringToObject(fault, "path", path);
-    cJSON *body = cJSON_CreateObject();
-    cJSON_AddStringToObject(body, "type", "memory");
-    cJSON_AddStringToObject(body, "id", id);
-    cJSON_AddStringToObject(body, "path", "/b.md");
-    cJSON_AddStringToObject(body, "content", "older\n");
-    cJSON_AddStringToObject(body, "content_sha256", t_sha("older\n"));
-    cJSON_AddNumberToObject(body, "content_size_bytes", 6);
-    cJSON_AddStringToObject(body, "memory_version_id", "memver_older");
-    cJSON_AddStringToObject(body, "created_at", "2026-12-01T00:00:00Z");
-    cJSON_AddStringToObject(body, "updated_at", "2026-12-01T00:00:00Z");
-    cJSON_AddItemToObject(fault, "body", body);
-    char *text = cJSON_PrintUnformatted(fault);
-    cJSON_Delete(fault);
+    char *text = t_memory_reply_fault(store, id, 0, id, "/b.md", "older\n", "memver_older");
     cr_assert_not_null(text);
     sy_fault(text);
     free(text);

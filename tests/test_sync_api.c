@@ -325,25 +325,7 @@ Test(api, a_fetch_answered_with_another_memory_is_refused)
     struct api_fetch f = {.memory_id = b.id};
     cr_assert_eq(api_memories_fetch(cli, store, &f, 1), 0);
     /* memstored answers the GET of a with b's document. */
-    cJSON *fault = cJSON_CreateObject();
-    cJSON_AddStringToObject(fault, "action", "reply");
-    cJSON_AddStringToObject(fault, "method", "GET");
-    char path[300];
-    snprintf(path, sizeof(path), "/v1/memory_stores/%s/memories/%s", store, a.id);
-    cJSON_AddStringToObject(fault, "path", path);
-    cJSON *body = cJSON_CreateObject();
-    cJSON_AddStringToObject(body, "type", "memory");
-    cJSON_AddStringToObject(body, "id", b.id);
-    cJSON_AddStringToObject(body, "path", "/other.md");
-    cJSON_AddStringToObject(body, "content", "other\n");
-    cJSON_AddStringToObject(body, "content_sha256", b.sha);
-    cJSON_AddNumberToObject(body, "content_size_bytes", 6);
-    cJSON_AddStringToObject(body, "memory_version_id", b.version_id);
-    cJSON_AddStringToObject(body, "created_at", "2026-12-01T00:00:00Z");
-    cJSON_AddStringToObject(body, "updated_at", "2026-12-01T00:00:00Z");
-    cJSON_AddItemToObject(fault, "body", body);
-    char *text = cJSON_PrintUnformatted(fault);
-    cJSON_Delete(fault);
+    char *text = t_memory_reply_fault(store, a.id, 1, b.id, "/other.md", "other\n", b.version_id);
     struct tresp r = {0};
     cr_assert_eq(t_admin(&srv, "POST", "/admin/faults", text, &r), 0);
     T_ASSERT_STATUS(&r, 200);

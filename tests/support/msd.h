@@ -134,6 +134,13 @@ char *tj_quote(const char *s);
 /* A request body {"path": path, "content": content}; either may be NULL to
  * omit it.  malloc'd. */
 char *tj_memory_body(const char *path, const char *content);
+/* The text of a memstored `reply` fault (malloc'd) that answers count GETs
+ * of memory asked_id in store (0: until cleared) with a document of its
+ * own: memory id, path, content (its hash and size computed) and
+ * version_id as given.  For answers the server would never send: another
+ * memory's, an older version's. */
+char *t_memory_reply_fault(const char *store, const char *asked_id, int count, const char *id,
+                           const char *path, const char *content, const char *version_id);
 /* SHA-256 lowercase hex of s (strlen bytes) into a static per-thread buffer. */
 const char *t_sha(const char *s);
 /* The "id" of a successful answer, malloc'd, or NULL. */

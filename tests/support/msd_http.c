@@ -524,6 +524,31 @@ char *tj_memory_body(const char *path, const char *content)
     return out;
 }
 
+char *t_memory_reply_fault(const char *store, const char *asked_id, int count, const char *id,
+                           const char *path, const char *content, const char *version_id)
+{
+    cJSON *fault = cJSON_CreateObject();
+    cJSON_AddStringToObject(fault, "action", "reply");
+    cJSON_AddStringToObject(fault, "method", "GET");
+    cJSON_AddNumberToObject(fault, "count", count);
+    char at[300];
+    snprintf(at, sizeof(at), "/v1/memory_stores/%s/memories/%s", store, asked_id);
+    cJSON_AddStringToObject(fault, "path", at);
+    cJSON *body = cJSON_AddObjectToObject(fault, "body");
+    cJSON_AddStringToObject(body, "type", "memory");
+    cJSON_AddStringToObject(body, "id", id);
+    cJSON_AddStringToObject(body, "path", path);
+    cJSON_AddStringToObject(body, "content", content);
+    cJSON_AddStringToObject(body, "content_sha256", t_sha(content));
+    cJSON_AddNumberToObject(body, "content_size_bytes", (double)strlen(content));
+    cJSON_AddStringToObject(body, "memory_version_id", version_id);
+    cJSON_AddStringToObject(body, "created_at", "2026-12-01T00:00:00Z");
+    cJSON_AddStringToObject(body, "updated_at", "2026-12-01T00:00:00Z");
+    char *text = cJSON_PrintUnformatted(fault);
+    cJSON_Delete(fault);
+    return text;
+}
+
 const char *t_sha(const char *s)
 {
     static __thread char hex[SHA256_HEX_LEN + 1];

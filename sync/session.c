@@ -84,6 +84,22 @@ static int b64_decode(const char *s, char **out, size_t *outlen)
     return 0;
 }
 
+/* Every string and number of tree j and its siblings wiped, keys
+ * included: a work secret's other fields may be credentials as well, and
+ * cJSON_Delete frees them as they are. */
+static void json_wipe(cJSON *j)
+{
+    for (; j; j = j->next) {
+        json_wipe(j->child);
+        if (j->valuestring)
+            explicit_bzero(j->valuestring, strlen(j->valuestring));
+        if (j->string && !(j->type & cJSON_StringIsConst))
+            explicit_bzero(j->string, strlen(j->string));
+        explicit_bzero(&j->valueint, sizeof(j->valueint));
+        explicit_bzero(&j->valuedouble, sizeof(j->valuedouble));
+    }
+}
+
 int work_secret_token(const char *secret, char **token)
 {
     *token = NULL;
@@ -103,8 +119,7 @@ int work_secret_token(const char *secret, char **token)
         *token = strdup(t->valuestring);
         rc = *token ? 0 : -ENOMEM;
     }
-    if (cJSON_IsString(t) && t->valuestring)
-        explicit_bzero(t->valuestring, strlen(t->valuestring));
+    json_wipe(root);
     cJSON_Delete(root);
     return rc;
 }

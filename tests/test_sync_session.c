@@ -1,6 +1,7 @@
 /* test_sync_session.c - the work secret, credential precedence and the
  * session file (sync/session.h).  No server needed; the env-reading tests
  * run in Criterion's per-test child process, so setenv stays local. */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -99,6 +100,52 @@ Test(secret, garbage_and_missing_token)
         cr_assert_null(tok);
         free(sec);
     }
+}
+
+/* cJSON's allocations, each with its size ahead of it, so that a free
+ * can look at what it frees: whether it still holds the marker. */
+static const char marker[] = "OTHER-SECRET-4242";
+static int freed_with_marker;
+
+static void *sized_malloc(size_t n)
+{
+    size_t *p = malloc(n + 16);
+    if (!p)
+        return NULL;
+    *p = n;
+    return (char *)p + 16;
+}
+
+static void sized_free(void *q)
+{
+    if (!q)
+        return;
+    size_t *p = (size_t *)((char *)q - 16);
+    if (memmem(q, *p, marker, sizeof(marker) - 1))
+        freed_with_marker++;
+    free(p);
+}
+
+Test(secret, the_secret_s_other_fields_are_wiped_before_they_are_freed)
+{
+    cJSON_Hooks h = {.malloc_fn = sized_malloc, .free_fn = sized_free};
+    cJSON_InitHooks(&h);
+    const char *json = "{\"sessions_token\":\"tok-1\",\"environment_secret\":"
+                       "\"OTHER-SECRET-4242\",\"n\":{\"deep\":[\"OTHER-SECRET-4242\", 7]}}";
+    char *sec = secret_for(json, true, false);
+    char *tok = NULL;
+    cr_assert_eq(work_secret_token(sec, &tok), 0);
+    cr_assert_str_eq(tok, "tok-1");
+    cJSON_InitHooks(NULL);
+    cr_assert_eq(freed_with_marker, 0, "%d of cJSON's blocks were freed holding a field",
+                 freed_with_marker);
+    /* The check sees a block that holds it: one parsed and freed as is. */
+    cJSON_InitHooks(&h);
+    cJSON_Delete(cJSON_Parse(json));
+    cJSON_InitHooks(NULL);
+    cr_assert_eq(freed_with_marker, 2);
+    free(tok);
+    free(sec);
 }
 
 static char logbuf[8192];

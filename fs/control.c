@@ -133,24 +133,25 @@ static bool sock_listened(const char *path)
 static int clean_dead(const char *file, const struct rt_lockinfo *info)
 {
     int rc = 0;
-    char fstype[64] = "", source[300] = "";
+    struct mountdir_entry e;
     /* Where the mount table has it (a symbolic link on the way resolved
      * when it was made): looked up, and detached, there. */
     const char *at = rt_mount_point(info);
-    int m = mountdir_mounted(at, fstype, sizeof(fstype), source, sizeof(source));
+    int m = mountdir_mounted(at, &e);
     if (m < 0) {
         fprintf(stderr, "memstorefs: cannot read the mount table: %s\n", strerror(-m));
         return m;
     }
-    bool ours = m == 1 && mountdir_is_store(fstype, source, info->store_id);
+    bool ours = m == 1 && mountdir_is_record(&e, info);
     if (m == 1 && !ours) {
         /* The dead mount is gone (detached by hand) and something else is
-         * mounted there now: not ours to detach, nor its directories to
-         * remove.  The lock only records what is gone. */
+         * mounted there now (another file system, or another daemon's
+         * mount of the store): not ours to detach, nor
+         * its directories to remove.  The lock only records what is gone. */
         priv_unlink(file, S_IFREG);
         fprintf(stderr, "memstorefs: the dead mount of memory store %s at %s is gone already; "
                         "%s (%s) is mounted there now and was left alone\n", info->store_id,
-                info->mount_path, source, fstype);
+                info->mount_path, e.source, e.fstype);
         return 0;
     }
     if (ours && umount2(at, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 &&

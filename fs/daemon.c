@@ -180,21 +180,38 @@ static void explain_api(const struct fs_store *s, int rc, const struct api_error
 
 /* rt_keep_fn of a mount: whether dead (the record a daemon that died
  * holding the store's lock left in it) is a mount at another path, still
- * there as a fuse.memstorefs mount of the store (looked up where the
- * mount table has it).  Taking the lock over would drop the only record
- * of it, and status and unmount would no longer see the dead mount.
- * When it was detached since, the record is all that is left: taken over.
- * (A mount at the same path meets the dead mount itself first.) */
+ * there (looked up where the mount table has it, on the device the record
+ * noted).  Taking the lock over would drop the only record of it, and
+ * status and unmount would no longer see the dead mount.  When it was
+ * detached since, the record is all that is left: taken over, also when a
+ * mount of the store made there since by another daemon (of another
+ * runtime directory) sits in its place.  (A mount at the same path meets
+ * the dead mount itself first.) */
 static bool keep_dead_elsewhere(const struct rt_lockinfo *dead, void *arg)
 {
     const struct fs_store *s = arg;
     if (dead->pid <= 0 || dead->mount_path[0] != '/' ||
         strcmp(dead->mount_path, s->mount_path) == 0 || strcmp(dead->store_id, s->id) != 0)
         return false;
-    char fstype[64] = "", source[300] = "";
-    return mountdir_mounted(rt_mount_point(dead), fstype, sizeof(fstype), source,
-                            sizeof(source)) == 1 &&
-           mountdir_is_store(fstype, source, s->id);
+    struct mountdir_entry m;
+    return mountdir_mounted(rt_mount_point(dead), &m) == 1 && mountdir_is_record(&m, dead);
+}
+
+/* Notes the unique id of s's new mount in its lock file: a dead mount
+ * is then told from a mount of the same store another daemon made at that
+ * path since (keep_dead_elsewhere, unmount's cleanup).  Without it (a
+ * kernel before 6.8) the record matches any mount of the store there, as
+ * an older daemon's does. */
+static void note_mount(struct fs_store *s)
+{
+    char at[4096];
+    ssize_t n = readlink(s->dir_ref, at, sizeof(at) - 1);
+    struct mountdir_entry m;
+    if (n <= 0 || at[0] != '/')
+        return;
+    at[n] = '\0';
+    if (mountdir_mounted(at, &m) == 1 && mountdir_is_store(m.fstype, m.source, s->id) && m.id)
+        rt_lock_note_mount(s->lock_fd, m.id);
 }
 
 static int setup_stores(struct mount_opts *o)
@@ -315,6 +332,7 @@ static int setup_stores(struct mount_opts *o)
             return -ECANCELED;
         if ((rc = fsmount_start(&D.stores[i], o)))
             return rc;
+        note_mount(&D.stores[i]);
     }
     return 0;
 }

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -482,7 +483,28 @@ bool mountdir_is_store(const char *fstype, const char *source, const char *store
            strcmp(source + 11, store_id) == 0;
 }
 
-int mountdir_mounted(const char *path, char *fstype, size_t tlen, char *source, size_t slen)
+bool mountdir_is_record(const struct mountdir_entry *m, const struct rt_lockinfo *rec)
+{
+    return mountdir_is_store(m->fstype, m->source, rec->store_id) &&
+           (!rec->mount_id || !m->id || m->id == rec->mount_id);
+}
+
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U /* Linux 6.8 */
+#endif
+
+uint64_t mountdir_mount_id(const char *path)
+{
+    struct statx sx;
+    /* Only the mount id asked: FUSE then asks its daemon nothing. */
+    if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_MNT_ID_UNIQUE,
+              &sx) != 0 ||
+        !(sx.stx_mask & STATX_MNT_ID_UNIQUE))
+        return 0;
+    return sx.stx_mnt_id;
+}
+
+int mountdir_mounted(const char *path, struct mountdir_entry *m)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
     if (!f)
@@ -513,11 +535,12 @@ int mountdir_mounted(const char *path, char *fstype, size_t tlen, char *source, 
         unescape(type);
         unescape(src);
         /* The last entry for a mount point is the one on top. */
-        snprintf(fstype, tlen, "%s", type);
-        snprintf(source, slen, "%s", src);
+        snprintf(m->fstype, sizeof(m->fstype), "%s", type);
+        snprintf(m->source, sizeof(m->source), "%s", src);
         found = 1;
     }
     free(line);
     fclose(f);
+    m->id = found ? mountdir_mount_id(path) : 0;
     return found;
 }

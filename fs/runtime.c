@@ -104,6 +104,8 @@ static void parse_info(const char *text, struct rt_lockinfo *info)
                 snprintf(info->cache_dir, sizeof(info->cache_dir), "%.*s", (int)vn, v);
             else if (kn == 10 && !memcmp(p, "mounted_at", 10))
                 snprintf(info->mounted_at, sizeof(info->mounted_at), "%.*s", (int)vn, v);
+            else if (kn == 8 && !memcmp(p, "mount_id", 8))
+                info->mount_id = strtoull(v, NULL, 10);
             else if (kn == 7 && !memcmp(p, "created", 7) && info->n_created < 8)
                 snprintf(info->created[info->n_created++], sizeof(info->created[0]), "%.*s",
                          (int)vn, v);
@@ -136,6 +138,8 @@ int rt_lock_update(int fd, const struct rt_lockinfo *info)
         fprintf(m, "cache_dir=%s\n", info->cache_dir);
     if (info->mounted_at[0])
         fprintf(m, "mounted_at=%s\n", info->mounted_at);
+    if (info->mount_id)
+        fprintf(m, "mount_id=%llu\n", (unsigned long long)info->mount_id);
     for (int i = 0; i < info->n_created; i++)
         fprintf(m, "created=%s\n", info->created[i]);
     fclose(m);
@@ -145,6 +149,20 @@ int rt_lock_update(int fd, const struct rt_lockinfo *info)
     if (pwrite(fd, text, len, 0) != (ssize_t)len || ftruncate(fd, (off_t)len) != 0)
         rc = -errno;
     free(text);
+    return rc;
+}
+
+int rt_lock_note_mount(int fd, uint64_t mount_id)
+{
+    struct rt_lockinfo *info = malloc(sizeof(*info));
+    if (!info)
+        return -ENOMEM;
+    int rc = read_info(fd, info);
+    if (!rc) {
+        info->mount_id = mount_id;
+        rc = rt_lock_update(fd, info);
+    }
+    free(info);
     return rc;
 }
 

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* MEMSTOREFS_RUNTIME_DIR, else /run/memstorefs for root, else
@@ -28,6 +29,10 @@ struct rt_lockinfo {
     char mounted_at[4096]; /* the mount point as the mount table names it (its
                             * symbolic links resolved when it was made); ""
                             * from an older daemon: mount_path then */
+    uint64_t mount_id;     /* the mount's unique id (statx STATX_MNT_ID_UNIQUE,
+                            * never reused while the system runs), once
+                            * mounted; 0: not known (an older daemon's record,
+                            * or a kernel before 6.8) */
     char created[8][4096]; /* directories the mount created, parents first */
     int n_created;
 };
@@ -52,6 +57,8 @@ int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file,
                   struct rt_lockinfo *other, rt_keep_fn keep, void *arg);
 /* Rewrites the lock file (after the directories were created). */
 int rt_lock_update(int fd, const struct rt_lockinfo *info);
+/* Adds the mount's unique id to the record fd holds, once it is mounted. */
+int rt_lock_note_mount(int fd, uint64_t mount_id);
 /* Removes the file (only when it is still the one fd holds, and ours) and
  * closes fd; accepts fd < 0. */
 void rt_unlock_store(int fd, const char *file);

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,15 +87,17 @@ static int b64_decode(const char *s, char **out, size_t *outlen)
 
 /* Every string and number of tree j and its siblings wiped, keys
  * included: a work secret's other fields may be credentials as well, and
- * cJSON_Delete frees them as they are. */
+ * cJSON_Delete frees them as they are.  Strings are wiped over their
+ * whole allocation (cJSON's is malloc), not to their first NUL: a "\u0000"
+ * in a value ends it early. */
 static void json_wipe(cJSON *j)
 {
     for (; j; j = j->next) {
         json_wipe(j->child);
         if (j->valuestring)
-            explicit_bzero(j->valuestring, strlen(j->valuestring));
+            explicit_bzero(j->valuestring, malloc_usable_size(j->valuestring));
         if (j->string && !(j->type & cJSON_StringIsConst))
-            explicit_bzero(j->string, strlen(j->string));
+            explicit_bzero(j->string, malloc_usable_size(j->string));
         explicit_bzero(&j->valueint, sizeof(j->valueint));
         explicit_bzero(&j->valuedouble, sizeof(j->valuedouble));
     }

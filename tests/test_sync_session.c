@@ -102,28 +102,38 @@ Test(secret, garbage_and_missing_token)
     }
 }
 
-/* cJSON's allocations, each with its size ahead of it, so that a free
- * can look at what it frees: whether it still holds the marker. */
+/* cJSON's allocations, plain malloc blocks whose sizes are kept aside,
+ * so that a free can look at what it frees: whether it still holds the
+ * marker (after a NUL too: the secret's fields may hold "\u0000"). */
 static const char marker[] = "OTHER-SECRET-4242";
 static int freed_with_marker;
+static struct {
+    void *p;
+    size_t n;
+} blocks[256];
 
 static void *sized_malloc(size_t n)
 {
-    size_t *p = malloc(n + 16);
-    if (!p)
-        return NULL;
-    *p = n;
-    return (char *)p + 16;
+    void *p = malloc(n);
+    for (size_t i = 0; p && i < sizeof(blocks) / sizeof(blocks[0]); i++)
+        if (!blocks[i].p) {
+            blocks[i].p = p;
+            blocks[i].n = n;
+            return p;
+        }
+    cr_assert_fail("more blocks than the test keeps");
+    return NULL;
 }
 
 static void sized_free(void *q)
 {
-    if (!q)
-        return;
-    size_t *p = (size_t *)((char *)q - 16);
-    if (memmem(q, *p, marker, sizeof(marker) - 1))
-        freed_with_marker++;
-    free(p);
+    for (size_t i = 0; q && i < sizeof(blocks) / sizeof(blocks[0]); i++)
+        if (blocks[i].p == q) {
+            if (memmem(q, blocks[i].n, marker, sizeof(marker) - 1))
+                freed_with_marker++;
+            blocks[i].p = NULL;
+        }
+    free(q);
 }
 
 Test(secret, the_secret_s_other_fields_are_wiped_before_they_are_freed)
@@ -131,7 +141,7 @@ Test(secret, the_secret_s_other_fields_are_wiped_before_they_are_freed)
     cJSON_Hooks h = {.malloc_fn = sized_malloc, .free_fn = sized_free};
     cJSON_InitHooks(&h);
     const char *json = "{\"sessions_token\":\"tok-1\",\"environment_secret\":"
-                       "\"OTHER-SECRET-4242\",\"n\":{\"deep\":[\"OTHER-SECRET-4242\", 7]}}";
+                       "\"OTHER-SECRET-4242\",\"n\":{\"deep\":[\"x\\u0000OTHER-SECRET-4242\", 7]}}";
     char *sec = secret_for(json, true, false);
     char *tok = NULL;
     cr_assert_eq(work_secret_token(sec, &tok), 0);

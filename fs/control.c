@@ -142,7 +142,18 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
         fprintf(stderr, "memstorefs: cannot read the mount table: %s\n", strerror(-m));
         return m;
     }
-    bool ours = m == 1 && mountdir_is_record(&e, info);
+    int rec = m == 1 ? mountdir_is_record(at, &e, info) : 0;
+    if (rec < 0) {
+        /* A mount of the store whose id cannot be read (another account's
+         * FUSE mount refuses even that): it may be the live mount of
+         * another daemon, so nothing is detached, and the record stays. */
+        fprintf(stderr, "memstorefs: a mount of memory store %s is at %s, and whether it is "
+                        "the dead one cannot be told (%s); left as it is: detach it with "
+                        "'fusermount3 -u -z %s' if it is\n", info->store_id, at,
+                strerror(-rec), at);
+        return rec;
+    }
+    bool ours = rec == 1;
     if (m == 1 && !ours) {
         /* The dead mount is gone (detached by hand) and something else is
          * mounted there now (another file system, or another daemon's

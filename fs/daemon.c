@@ -180,13 +180,14 @@ static void explain_api(const struct fs_store *s, int rc, const struct api_error
 
 /* rt_keep_fn of a mount: whether dead (the record a daemon that died
  * holding the store's lock left in it) is a mount at another path, still
- * there (looked up where the mount table has it, on the device the record
- * noted).  Taking the lock over would drop the only record of it, and
- * status and unmount would no longer see the dead mount.  When it was
- * detached since, the record is all that is left: taken over, also when a
- * mount of the store made there since by another daemon (of another
- * runtime directory) sits in its place.  (A mount at the same path meets
- * the dead mount itself first.) */
+ * there (looked up where the mount table has it; the very mount the
+ * record names, mountdir_is_record, or one that cannot be told from it).
+ * Taking the lock over would drop the only record of it, and status and
+ * unmount would no longer see the dead mount.  When it was detached since,
+ * the record is all that is left: taken over, also when a mount of the
+ * store made there since by another daemon (of another runtime directory)
+ * sits in its place.  (A mount at the same path meets the dead mount
+ * itself first.) */
 static bool keep_dead_elsewhere(const struct rt_lockinfo *dead, void *arg)
 {
     const struct fs_store *s = arg;
@@ -194,7 +195,8 @@ static bool keep_dead_elsewhere(const struct rt_lockinfo *dead, void *arg)
         strcmp(dead->mount_path, s->mount_path) == 0 || strcmp(dead->store_id, s->id) != 0)
         return false;
     struct mountdir_entry m;
-    return mountdir_mounted(rt_mount_point(dead), &m) == 1 && mountdir_is_record(&m, dead);
+    const char *at = rt_mount_point(dead);
+    return mountdir_mounted(at, &m) == 1 && mountdir_is_record(at, &m, dead) != 0;
 }
 
 /* Notes the unique id of s's new mount in its lock file: a dead mount
@@ -204,14 +206,17 @@ static bool keep_dead_elsewhere(const struct rt_lockinfo *dead, void *arg)
  * an older daemon's does. */
 static void note_mount(struct fs_store *s)
 {
-    char at[4096];
-    ssize_t n = readlink(s->dir_ref, at, sizeof(at) - 1);
+    struct rt_lockinfo *info = malloc(sizeof(*info)); /* 45 KiB */
     struct mountdir_entry m;
-    if (n <= 0 || at[0] != '/')
-        return;
-    at[n] = '\0';
-    if (mountdir_mounted(at, &m) == 1 && mountdir_is_store(m.fstype, m.source, s->id) && m.id)
-        rt_lock_note_mount(s->lock_fd, m.id);
+    uint64_t id;
+    if (info && rt_lock_read(s->lock_fd, info) == 0 && info->mounted_at[0] &&
+        mountdir_mounted(info->mounted_at, &m) == 1 &&
+        mountdir_is_store(m.fstype, m.source, s->id) &&
+        mountdir_mount_id(info->mounted_at, &id) == 0) {
+        info->mount_id = id;
+        rt_lock_update(s->lock_fd, info);
+    }
+    free(info);
 }
 
 static int setup_stores(struct mount_opts *o)

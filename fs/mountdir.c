@@ -483,25 +483,34 @@ bool mountdir_is_store(const char *fstype, const char *source, const char *store
            strcmp(source + 11, store_id) == 0;
 }
 
-bool mountdir_is_record(const struct mountdir_entry *m, const struct rt_lockinfo *rec)
-{
-    return mountdir_is_store(m->fstype, m->source, rec->store_id) &&
-           (!rec->mount_id || !m->id || m->id == rec->mount_id);
-}
-
 #ifndef STATX_MNT_ID_UNIQUE
 #define STATX_MNT_ID_UNIQUE 0x00004000U /* Linux 6.8 */
 #endif
 
-uint64_t mountdir_mount_id(const char *path)
+int mountdir_mount_id(const char *path, uint64_t *id)
 {
     struct statx sx;
+    *id = 0;
     /* Only the mount id asked: FUSE then asks its daemon nothing. */
-    if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_MNT_ID_UNIQUE,
-              &sx) != 0 ||
-        !(sx.stx_mask & STATX_MNT_ID_UNIQUE))
+    if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC,
+              STATX_MNT_ID_UNIQUE, &sx) != 0)
+        return -errno;
+    if (!(sx.stx_mask & STATX_MNT_ID_UNIQUE))
+        return -ENOTSUP;
+    *id = sx.stx_mnt_id;
+    return 0;
+}
+
+int mountdir_is_record(const char *path, const struct mountdir_entry *m,
+                       const struct rt_lockinfo *rec)
+{
+    if (!mountdir_is_store(m->fstype, m->source, rec->store_id))
         return 0;
-    return sx.stx_mnt_id;
+    if (!rec->mount_id)
+        return 1; /* recorded by a daemon that could not tell */
+    uint64_t id;
+    int rc = mountdir_mount_id(path, &id);
+    return rc ? rc : id == rec->mount_id;
 }
 
 int mountdir_mounted(const char *path, struct mountdir_entry *m)
@@ -541,6 +550,5 @@ int mountdir_mounted(const char *path, struct mountdir_entry *m)
     }
     free(line);
     fclose(f);
-    m->id = found ? mountdir_mount_id(path) : 0;
     return found;
 }

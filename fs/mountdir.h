@@ -29,30 +29,34 @@ int mountdir_rmdir(const char *path);
 /* Removes what mountdir_make created for s. */
 void mountdir_remove(struct fs_store *s);
 /* What is mounted at a path: its file system type (e.g. "fuse.memstorefs",
- * "tmpfs"), source (e.g. "memstorefs:ID") and unique mount id (0: not
- * known). */
+ * "tmpfs") and source (e.g. "memstorefs:ID"). */
 struct mountdir_entry {
     char fstype[64], source[300];
-    uint64_t id;
 };
 /* The unique id of the mount path is on (the top one when path is a mount
- * point), never reused while the system runs, or 0 when the kernel does
- * not tell it (before 6.8) or path cannot be reached.  The file system is
- * not asked anything: a dead or stuck FUSE mount answers at once. */
-uint64_t mountdir_mount_id(const char *path);
+ * point), which the kernel never gives another mount while the system
+ * runs: 0, -ENOTSUP when the kernel does not tell it (before 6.8), or the
+ * negative errno of statx (-EACCES: another account's FUSE mount, without
+ * allow_other).  The mount's file system is not asked anything, so a dead
+ * FUSE mount answers at once; the directories on the way to it are
+ * looked up as by any path (no automount is triggered). */
+int mountdir_mount_id(const char *path, uint64_t *id);
 /* What is mounted at path now (the top mount): 1 with *m filled, 0 when
  * path is not a mount point, or a negative errno. */
 int mountdir_mounted(const char *path, struct mountdir_entry *m);
 /* Whether what mountdir_mounted found is store_id's own mount: type
  * fuse.memstorefs, source memstorefs:<id> (the fsname fsmount.c gives). */
 bool mountdir_is_store(const char *fstype, const char *source, const char *store_id);
-/* Whether m is the very mount lock record rec describes: its store's, and
- * the mount the record noted (when both ids are known; else any mount of
- * the store), so that a mount of the same store made there since by
- * another daemon (another runtime directory's) is not taken for it.  The
- * device number would not tell them apart: the kernel gives a detached
- * mount's number to the next mount. */
-bool mountdir_is_record(const struct mountdir_entry *m, const struct rt_lockinfo *rec);
+/* Whether m, what mountdir_mounted found at path, is the very mount lock
+ * record rec describes: 1 when it is the store's and has the recorded
+ * mount id (or the record has none: any mount of the store counts), 0
+ * when it is something else (another file system, or a mount of the
+ * store made there since by another daemon, another runtime directory's),
+ * or a negative errno when it is the store's but its id cannot be read to
+ * tell.  The device number would not tell them apart: the kernel gives a
+ * detached mount's number to the next mount. */
+int mountdir_is_record(const char *path, const struct mountdir_entry *m,
+                       const struct rt_lockinfo *rec);
 /* At exit: removes shared parents still waiting for their last store. */
 void mountdir_finish(void);
 

@@ -83,6 +83,19 @@ static int lock_path(const char *store_id, char *buf, size_t len)
     return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
 }
 
+/* A decimal id of n characters at v, or 0 (not known) when it is not one. */
+static uint64_t parse_id(const char *v, size_t n)
+{
+    char buf[24], *end;
+    if (n == 0 || n >= sizeof(buf) || v[0] < '0' || v[0] > '9')
+        return 0;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    errno = 0;
+    unsigned long long id = strtoull(buf, &end, 10);
+    return *end || errno ? 0 : (uint64_t)id;
+}
+
 static void parse_info(const char *text, struct rt_lockinfo *info)
 {
     memset(info, 0, sizeof(*info));
@@ -105,7 +118,7 @@ static void parse_info(const char *text, struct rt_lockinfo *info)
             else if (kn == 10 && !memcmp(p, "mounted_at", 10))
                 snprintf(info->mounted_at, sizeof(info->mounted_at), "%.*s", (int)vn, v);
             else if (kn == 8 && !memcmp(p, "mount_id", 8))
-                info->mount_id = strtoull(v, NULL, 10);
+                info->mount_id = parse_id(v, vn);
             else if (kn == 7 && !memcmp(p, "created", 7) && info->n_created < 8)
                 snprintf(info->created[info->n_created++], sizeof(info->created[0]), "%.*s",
                          (int)vn, v);
@@ -152,18 +165,9 @@ int rt_lock_update(int fd, const struct rt_lockinfo *info)
     return rc;
 }
 
-int rt_lock_note_mount(int fd, uint64_t mount_id)
+int rt_lock_read(int fd, struct rt_lockinfo *info)
 {
-    struct rt_lockinfo *info = malloc(sizeof(*info));
-    if (!info)
-        return -ENOMEM;
-    int rc = read_info(fd, info);
-    if (!rc) {
-        info->mount_id = mount_id;
-        rc = rt_lock_update(fd, info);
-    }
-    free(info);
-    return rc;
+    return read_info(fd, info);
 }
 
 /* True when path still names the file open as fd. */

@@ -57,8 +57,8 @@ int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file,
                   struct rt_lockinfo *other, rt_keep_fn keep, void *arg);
 /* Rewrites the lock file (after the directories were created). */
 int rt_lock_update(int fd, const struct rt_lockinfo *info);
-/* Adds the mount's unique id to the record fd holds, once it is mounted. */
-int rt_lock_note_mount(int fd, uint64_t mount_id);
+/* Reads the record of the lock file open as fd. */
+int rt_lock_read(int fd, struct rt_lockinfo *info);
 /* Removes the file (only when it is still the one fd holds, and ours) and
  * closes fd; accepts fd < 0. */
 void rt_unlock_store(int fd, const char *file);

@@ -188,6 +188,53 @@ Test(security_runtime, unmount_of_a_dead_mount_leaves_another_filesystem_alone)
     mnt_sh(&E, NULL, "umount $MNT/dead");
 }
 
+/* Nor another account's mount of the same store: root's dead mount at
+ * the victim's ~/m, detached by hand, and the victim's own mount of the
+ * store made there since.  Root cannot read that mount's id (a FUSE
+ * mount without allow_other refuses even that to root), so it cannot
+ * tell it from its dead mount: unmount leaves it mounted and says so, and
+ * root's mount of the store elsewhere stays refused.  Before, root's
+ * unmount detached the victim's live mount. */
+Test(security_runtime, unmount_of_a_dead_mount_leaves_another_account_s_mount_of_the_store)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS mount --store '%s:%s/m' --cache-dir \"$CACHE\" "
+                              "--sync-interval 5", store, victim.home);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    pid_t dead = mnt_daemon_pid(&E);
+    cr_assert_gt(dead, 1);
+    kill(dead, SIGKILL);
+    for (int i = 0; i < 50 && kill(dead, 0) == 0; i++)
+        usleep(100 * 1000);
+    rc = mnt_sh(&E, &out, "grep -q '^mount_id=[1-9]' \"$MEMSTOREFS_RUNTIME_DIR\"/store-* && "
+                          "umount -l %s/m && rmdir %s/m", victim.home, victim.home);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    victim_daemon();
+    rc = mnt_sh(&E, &out, "$MFS unmount --all");
+    cr_expect_neq(rc, 0, "unmount said it cleaned up: %s", out);
+    cr_expect(out && strstr(out, "cannot be told") && strstr(out, "Permission denied"),
+              "unmount does not say why it left the mount: %s", out);
+    free(out);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/m", victim.home);
+    cr_expect(mnt_is_mounted(path), "root's unmount detached the victim's live mount");
+    rc = tu_sh(&E, &victim, &out, "cat \"$HOME_DIR\"/m/notes/a.md");
+    cr_expect_str_eq(out ? out : "", "a\n", "the victim's mount does not serve (exit %d)", rc);
+    free(out);
+    rc = mnt_mount(&E, store, "else", false, "", &out);
+    cr_expect_eq(rc, 1, "root mounted the store over a dead mount it cannot tell: %s", out);
+    free(out);
+    /* Once the victim has unmounted, root's record is cleaned up. */
+    rc = tu_sh(&E, &victim, &out, "$MFS unmount --all");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    rc = mnt_sh(&E, &out, "$MFS unmount --all");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+}
+
 /* The credential the daemon was started with is not left where another
  * process of its account can read it: /proc/PID/environ showed
  * ANTHROPIC_API_KEY to every process of the daemon's user (the agent's

@@ -373,8 +373,14 @@ size_t rt_mount_prefix(const struct rt_lockinfo *info, const char *abs)
     const char *slash = strrchr(info->mount_path, '/');
     if (n || !slash || !slash[1])
         return n;
-    /* The parent resolved; never the mount point itself, which would ask
-     * its daemon (and wait for it when it does not answer). */
+    /* Where the kernel mounted it, as recorded then: nothing is looked
+     * up (a parent on a hung network or FUSE file system would hold the
+     * command), and a link re-pointed since changes nothing. */
+    if (info->mounted_at[0])
+        return under(abs, info->mounted_at);
+    /* An older daemon's record: the parent resolved now; never the mount
+     * point itself, which would ask its daemon (and wait for it when it
+     * does not answer). */
     char parent[4096], real[PATH_MAX], full[PATH_MAX + 256];
     snprintf(parent, sizeof(parent), "%.*s", (int)(slash - info->mount_path), info->mount_path);
     if (!realpath(parent[0] ? parent : "/", real))

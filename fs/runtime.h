@@ -71,9 +71,11 @@ int rt_each_lock(rt_lock_fn fn, void *arg);
 
 /* When abs (absolute, no "." or ".." segment) is info's mount point or a
  * path under it: the length of abs's part that names the mount point; 0
- * when it is not.  The mount path matches as the session gave it and with
- * the symbolic links of its parent directories resolved (the kernel
- * followed them to mount it; realpath and getcwd give that form). */
+ * when it is not.  The mount path matches as the session gave it and as
+ * the kernel mounted it, the symbolic links of its parent directories
+ * resolved (realpath and getcwd give that form): mounted_at, recorded
+ * then, so that nothing is looked up (an older daemon's record: its
+ * parent resolved now). */
 size_t rt_mount_prefix(const struct rt_lockinfo *info, const char *abs);
 
 /* True when a lock file names mount_path and its daemon is gone. */

@@ -488,6 +488,41 @@ Test(mount_history, unknown_versions_and_paths_outside_a_mount)
     }
 }
 
+/* The link re-pointed after the mount was made: the mount stays where
+ * the kernel put it, and the commands still find it from that path (they
+ * resolved the link again, to where the mount is not, and said the path
+ * was not inside a mount). */
+Test(mount_history, a_mount_is_found_where_it_was_made_after_its_link_is_re_pointed)
+{
+    cr_assert_eq(mnt_sh(&E, NULL, "mkdir %s/real %s/elsewhere && ln -s real %s/lnk", E.mnt,
+                        E.mnt, E.mnt), 0);
+    char *out = NULL;
+    cr_assert_eq(mnt_mount(&E, store, "lnk/s", false, "", &out), 0, "%s", out);
+    free(out);
+    cr_assert_eq(mnt_sh(&E, &out, "ln -sfn elsewhere $MNT/lnk"), 0, "%s", out);
+    free(out);
+    static const char *const cmds[] = {
+        "$MFS log $MNT/real/s/notes/a.md",
+        "cd $MNT/real/s && $MFS log notes/a.md",
+        "cd $MNT/real/s && echo more >> keep.md && $MFS sync --wait .",
+    };
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        cr_expect_eq(mnt_sh(&E, &out, "unset ANTHROPIC_API_KEY; %s", cmds[i]), 0, "%s: %s",
+                     cmds[i], out);
+        cr_expect(!strstr(out, "not inside") && !strstr(out, "not a memstorefs mount"), "%s: %s",
+                  cmds[i], out);
+        free(out);
+    }
+    char *keep = sy_content("/keep.md");
+    cr_expect_str_eq(keep, "kept\nmore\n", "the sync from the mount did not push");
+    free(keep);
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS unmount $MNT/real/s"), 0, "%s", out);
+    free(out);
+    char p[600];
+    snprintf(p, sizeof(p), "%s/real/s", E.mnt);
+    cr_expect(!mnt_is_mounted(p), "still mounted at %s", p);
+}
+
 /* A mount path whose parent is reached through a symbolic link (a home
  * under /var/home): realpath and getcwd give the path through the link's
  * target, which is not the mount path the session named.  The commands

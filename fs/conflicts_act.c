@@ -158,28 +158,31 @@ static int diff_answer(const char *id, const char *out, size_t len)
     return show_diff(id, path, lost, lost_len, cur_path, none ? NULL : cur, cur_len);
 }
 
-/* No daemon has the record: diff straight from a cache directory. */
+/* No daemon has the record: diff straight from the cache directory that
+ * holds it (conflict_caches: --cache-dir, else the mounts' and the
+ * default one). */
 static int diff_from_cache(const char *idstr, long long id, const char *cache_dir)
 {
-    char *dir = cache_dir ? strdup(cache_dir) : cli_default_cache_dir();
-    char db[4200];
-    struct stat sb;
-    snprintf(db, sizeof(db), "%s/cache.db", dir ? dir : "");
-    if (!dir || stat(db, &sb) != 0) {
-        fprintf(stderr, "memstorefs conflicts: no running daemon holds conflict %s, and there "
-                        "is no cache at %s (give the mount's --cache-dir)\n", idstr,
-                dir ? dir : "?");
-        free(dir);
-        return 1;
+    char **v = NULL;
+    size_t n = 0;
+    int rc = conflict_caches(cache_dir, &v, &n);
+    if (rc == -ENOENT) {
+        fprintf(stderr, "memstorefs conflicts: no running daemon holds conflict %s\n", idstr);
+        conflict_no_cache(cache_dir);
+    } else if (rc) {
+        fprintf(stderr, "memstorefs conflicts: %s\n", strerror(-rc));
     }
+    if (rc)
+        return 1;
     struct cache *c = NULL;
-    int rc = cache_open(dir, &c);
-    free(dir);
-    if (rc) {
-        fprintf(stderr, "memstorefs conflicts: cannot open the cache: %s\n", strerror(-rc));
+    const char *dir;
+    rc = conflict_holder(v, n, id, &c, &dir);
+    conflict_caches_free(v, n);
+    if (rc == -ENOENT)
+        fprintf(stderr, "memstorefs conflicts: no conflict %s\n", idstr);
+    if (rc)
         return 1;
-    }
-    struct cache_conflict k;
+    struct cache_conflict k = {0};
     char store[CACHE_ID_MAX], cur_path[4200], other[CACHE_ID_MAX], label[4600];
     char *lost = NULL, *cur = NULL;
     size_t lost_len = 0, cur_len = 0;

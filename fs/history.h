@@ -45,6 +45,22 @@ int hist_ask(const char *cmd, pid_t pid, const char *line, char **out, size_t *l
  * malformed. */
 int hist_take_data(const char **p, const char *end, const char **bytes, size_t *n);
 
+/* ---- the caches conflict records are in (conflicts.c) ---- */
+
+/* The cache directories a conflicts command reads: dir when given, else
+ * the one of each mount of the runtime directory (live or dead: their
+ * lock files name it) and the default one; only those that hold a cache,
+ * each once.  *v (conflict_caches_free) and *n; -ENOENT when none does
+ * (conflict_no_cache says so), -ENOMEM. */
+int conflict_caches(const char *dir, char ***v, size_t *n);
+void conflict_caches_free(char **v, size_t n);
+/* The message for -ENOENT from conflict_caches(dir). */
+void conflict_no_cache(const char *dir);
+/* Opens the one cache of v that holds record id (*c, cache_close it; *dir
+ * is v's string): 0, -ENOENT when none does, or -EEXIST (several: ids are
+ * per cache), -EIO or a cache error, those two printed. */
+int conflict_holder(char **v, size_t n, long long id, struct cache **c, const char **dir);
+
 /* ---- conflicts restore / diff (conflicts_act.c) ---- */
 
 /* `memstorefs conflicts restore|diff ID`: the exit status. */

@@ -225,11 +225,11 @@ Test(mount_cache, a_cut_edit_of_an_evicted_file_puts_back_the_store_s_version)
     free(last);
 }
 
-/* Conflict records written straight into CACHE/cache.db (no daemon runs). */
-static void add_records(int n)
+/* Conflict records of store st written straight into DIR/cache.db. */
+static void add_records_in(const char *dir, const char *st, int n)
 {
     char db[400];
-    snprintf(db, sizeof(db), "%s/cache.db", E.cache);
+    snprintf(db, sizeof(db), "%s/cache.db", dir);
     sqlite3 *s;
     cr_assert_eq(sqlite3_open(db, &s), SQLITE_OK);
     sqlite3_busy_timeout(s, 5000);
@@ -237,13 +237,19 @@ static void add_records(int n)
         char *sql = sqlite3_mprintf(
             "INSERT OR IGNORE INTO blobs(sha, data) VALUES ('lost%d', 'lost version %d');"
             "INSERT INTO conflicts(store, path, memory_id, local_sha, remote_sha, at, kind)"
-            " VALUES ('%q', '/a.md', NULL, 'lost%d', NULL, %lld, 0);", i, i, store, i,
+            " VALUES ('%q', '/a.md', NULL, 'lost%d', NULL, %lld, 0);", i, i, st, i,
             (long long)(i < 2 ? 1000000000LL : (long long)time(NULL) * 1000000000LL));
         char *err = NULL;
         cr_assert_eq(sqlite3_exec(s, sql, NULL, NULL, &err), SQLITE_OK, "%s", err);
         sqlite3_free(sql);
     }
     sqlite3_close(s);
+}
+
+/* Into CACHE/cache.db (no daemon runs). */
+static void add_records(int n)
+{
+    add_records_in(E.cache, store, n);
 }
 
 static int records(void)
@@ -293,6 +299,60 @@ Test(mount_cache, conflict_records_are_dropped_by_hand)
         cr_expect_eq(rc, 2, "`conflicts %s`: %d %s", bad[i], rc, out);
         free(out);
     }
+}
+
+/* Without --cache-dir, the conflicts commands read the caches of the
+ * mounts (their lock files name them) and the default one: a mount with a
+ * --cache-dir of its own (the demo's, any session's) is found.  Record
+ * ids are per cache: one that two caches hold needs --cache-dir.  Before,
+ * they read the default cache only: "no cache at ...". */
+Test(mount_cache, the_conflicts_commands_find_the_caches_of_the_mounts)
+{
+    sy_mount(false, "");
+    char *s2 = t_create_store(&E.msd, "Second");
+    cr_assert_not_null(s2);
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS mount --store '%s:%s/two' --cache-dir %s/cache2",
+                        s2, E.mnt, E.root), 0, "%s", out);
+    free(out);
+    char cache2[400];
+    snprintf(cache2, sizeof(cache2), "%s/cache2", E.root);
+    add_records_in(E.cache, store, 1); /* id 1 */
+    add_records_in(cache2, s2, 2);     /* ids 1 and 2 */
+    static const char env[] = "export MEMSTOREFS_CACHE_DIR=\"$CACHE\"/../no-default;";
+    int rc = mnt_sh(&E, &out, "%s $MFS conflicts", env);
+    cr_expect_eq(rc, 0, "%s", out);
+    char want[1200];
+    snprintf(want, sizeof(want), "in %s:\n", E.cache);
+    cr_expect(out && strstr(out, want), "the mount's cache is not listed: %s", out);
+    snprintf(want, sizeof(want), "in %s:\n", cache2);
+    cr_expect(out && strstr(out, want), "the second mount's cache is not listed: %s", out);
+    free(out);
+    rc = mnt_sh(&E, &out, "%s $MFS conflicts --json | grep -c '\"cache_dir\":'", env);
+    cr_expect_str_eq(out ? out : "", "3\n", "not three records, each with its cache (%d)", rc);
+    free(out);
+    rc = mnt_sh(&E, &out, "%s $MFS conflicts show 2", env);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect_str_eq(out ? out : "", "lost version 1");
+    free(out);
+    rc = mnt_sh(&E, &out, "%s $MFS conflicts show 1", env);
+    cr_expect_eq(rc, 1, "an id of two caches was taken from one: %s", out);
+    cr_expect(out && strstr(out, "is in several caches") && strstr(out, "give --cache-dir"),
+              "%s", out);
+    free(out);
+    rc = mnt_sh(&E, &out, "%s $MFS conflicts show 1 --cache-dir %s", env, cache2);
+    cr_expect_str_eq(out ? out : "", "lost version 0", "(exit %d)", rc);
+    free(out);
+    rc = mnt_sh(&E, &out, "%s $MFS conflicts drop --all", env);
+    cr_expect_eq(rc, 0, "%s", out);
+    snprintf(want, sizeof(want), "dropped 1 conflict record in %s\ndropped 2 conflict records "
+             "in %s\n", E.cache, cache2);
+    cr_expect_str_eq(out ? out : "", want);
+    free(out);
+    rc = mnt_sh(&E, &out, "%s $MFS conflicts", env);
+    cr_expect_str_eq(out ? out : "", "no conflicts\n", "(exit %d)", rc);
+    free(out);
+    free(s2);
 }
 
 /* A download that fails at an open gives EIO, whatever the reason: the

@@ -26,149 +26,6 @@
 #include "cli.h"
 #include "history.h"
 #include "jbuf.h"
-#include "runtime.h"
-
-struct caches {
-    char **v;
-    size_t n;
-    dev_t dev[64];
-    ino_t ino[64];
-};
-
-/* Adds dir when it holds a cache not in c yet (the same cache.db by
- * another path counts once). */
-static int add_cache(struct caches *c, const char *dir)
-{
-    char db[4200];
-    struct stat sb;
-    snprintf(db, sizeof(db), "%s/cache.db", dir);
-    if (!dir[0] || stat(db, &sb) != 0 || !S_ISREG(sb.st_mode) || c->n >= 64)
-        return 0;
-    for (size_t i = 0; i < c->n; i++)
-        if (c->dev[i] == sb.st_dev && c->ino[i] == sb.st_ino)
-            return 0;
-    char **v = realloc(c->v, (c->n + 1) * sizeof(*v));
-    if (!v)
-        return -ENOMEM;
-    c->v = v;
-    if (!(v[c->n] = strdup(dir)))
-        return -ENOMEM;
-    c->dev[c->n] = sb.st_dev;
-    c->ino[c->n++] = sb.st_ino;
-    return 0;
-}
-
-static int add_mount_cache(void *arg, const char *file, const struct rt_lockinfo *info,
-                           bool alive)
-{
-    (void)file;
-    (void)alive;
-    return add_cache(arg, info->cache_dir);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-void conflict_caches_free(char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-int conflict_caches(const char *dir, char ***v, size_t *n)
-{
-    struct caches c = {0};
-    int rc = 0;
-    if (dir) {
-        rc = add_cache(&c, dir);
-    } else {
-        rt_each_lock(add_mount_cache, &c);
-        char *def = cli_default_cache_dir();
-        rc = def ? add_cache(&c, def) : 0;
-        free(def);
-    }
-    if (!rc && !c.n)
-        rc = -ENOENT;
-    if (!rc && c.n > 1) /* the lock files come in no order: listed by path */
-        qsort(c.v, c.n, sizeof(*c.v), cmp_str);
-    if (rc) {
-        conflict_caches_free(c.v, c.n);
-        c.v = NULL;
-        c.n = 0;
-    }
-    *v = c.v;
-    *n = c.n;
-    return rc;
-}
-
-void conflict_no_cache(const char *dir)
-{
-    char *def = dir ? NULL : cli_default_cache_dir();
-    if (dir)
-        fprintf(stderr, "memstorefs conflicts: no cache at %s (give the mount's --cache-dir)\n",
-                dir);
-    else
-        fprintf(stderr, "memstorefs conflicts: no cache at %s, and no mount of the runtime "
-                        "directory names another (give the mount's --cache-dir)\n",
-                def ? def : "?");
-    free(def);
-}
-
-static int open_cache(const char *dir, struct cache **c)
-{
-    int rc = cache_open(dir, c);
-    if (rc)
-        fprintf(stderr, "memstorefs conflicts: cannot open the cache in %s: %s\n", dir,
-                strerror(-rc));
-    return rc;
-}
-
-int conflict_holder(char **v, size_t n, long long id, struct cache **out, const char **dir)
-{
-    *out = NULL;
-    *dir = NULL;
-    char several[2048] = "";
-    int found = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct cache *c = NULL;
-        if (open_cache(v[i], &c))
-            return -EIO;
-        char store[CACHE_ID_MAX];
-        struct cache_conflict k = {0};
-        int rc = cache_conflict_get(c, id, store, &k);
-        free(k.path);
-        if (rc == -ENOENT) {
-            cache_close(&c);
-            continue;
-        }
-        if (rc) {
-            fprintf(stderr, "memstorefs conflicts: cannot read the conflicts in %s: %s\n", v[i],
-                    strerror(-rc));
-            cache_close(&c);
-            cache_close(out);
-            return rc;
-        }
-        size_t h = strlen(several);
-        snprintf(several + h, sizeof(several) - h, "%s%s", h ? ", " : "", v[i]);
-        if (found++) {
-            cache_close(&c);
-            continue;
-        }
-        *out = c;
-        *dir = v[i];
-    }
-    if (found > 1) {
-        fprintf(stderr, "memstorefs conflicts: conflict %lld is in several caches (%s); give "
-                        "--cache-dir to say which\n", id, several);
-        cache_close(out);
-        *dir = NULL;
-        return -EEXIST;
-    }
-    return found ? 0 : -ENOENT;
-}
 
 /* The records of one cache; with a header (several caches) its
  * directory first.  The number listed, or -1. */
@@ -244,8 +101,7 @@ struct drop_what {
     bool older;
 };
 
-/* In cache c (of dir, named in the report when several are read). */
-static int drop(struct cache *c, const char *dir, bool named, const struct drop_what *w)
+static int drop(struct cache *c, const struct drop_what *w)
 {
     uint64_t n = 0;
     int64_t before = INT64_MAX;
@@ -261,54 +117,64 @@ static int drop(struct cache *c, const char *dir, bool named, const struct drop_
         return 1;
     }
     if (rc) {
-        fprintf(stderr, "memstorefs conflicts: cannot drop the conflict records in %s: %s\n",
-                dir, strerror(-rc));
+        fprintf(stderr, "memstorefs conflicts: cannot drop the conflict records: %s\n",
+                strerror(-rc));
         return 1;
     }
-    printf("dropped %llu conflict record%s%s%s\n", (unsigned long long)n, n == 1 ? "" : "s",
-           named ? " in " : "", named ? dir : "");
+    printf("dropped %llu conflict record%s\n", (unsigned long long)n, n == 1 ? "" : "s");
     return 0;
 }
 
 /* show ID, drop ID: in the one cache that holds the record. */
-static int on_record(char **v, size_t n, const char *cmd, const struct drop_what *w)
+static int on_record(char **v, size_t n, bool is_drop, const struct drop_what *w)
 {
     struct cache *c = NULL;
-    const char *dir = NULL;
-    int rc = conflict_holder(v, n, w->id, &c, &dir);
+    int rc = conflict_holder(v, n, w->id, is_drop, &c);
     if (rc == -ENOENT)
         fprintf(stderr, "memstorefs conflicts: no conflict %lld\n", w->id);
     if (rc)
         return 1;
-    int status = strcmp(cmd, "show") == 0 ? show(c, w->id) : drop(c, dir, false, w);
+    int status = is_drop ? drop(c, w) : show(c, w->id);
     cache_close(&c);
     return status;
 }
 
-/* The list, or drop --all / --older-than: every cache, in turn. */
-static int on_each(char **v, size_t n, bool is_drop, bool json, const struct drop_what *w)
+/* drop --all / --older-than: of one cache only, the one given or the
+ * only one read (ids and ages mean nothing across caches a user may not
+ * know of). */
+static int drop_many(char **v, size_t n, const struct drop_what *w)
+{
+    if (n > 1) {
+        fprintf(stderr, "memstorefs conflicts: %zu caches hold conflict records (", n);
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, "%s%s", i ? ", " : "", v[i]);
+        fprintf(stderr, "); give --cache-dir to say whose to drop\n");
+        return 1;
+    }
+    struct cache *c = NULL;
+    if (conflict_open(v[0], &c))
+        return 1;
+    int status = drop(c, w);
+    cache_close(&c);
+    return status;
+}
+
+/* The list: every cache, in turn; one that cannot be read is said and
+ * left out (exit 1). */
+static int list_all(char **v, size_t n, bool json)
 {
     int status = 0;
     long listed = 0;
     for (size_t i = 0; i < n; i++) {
         struct cache *c = NULL;
-        if (open_cache(v[i], &c)) {
-            status = 1;
-            continue;
-        }
-        if (is_drop) {
-            if (drop(c, v[i], n > 1, w))
-                status = 1;
-        } else {
-            long k = list(c, v[i], json, n > 1);
-            if (k < 0)
-                status = 1;
-            else
-                listed += k;
-        }
+        long k = conflict_open(v[i], &c) ? -1 : list(c, v[i], json, n > 1);
         cache_close(&c);
+        if (k < 0)
+            status = 1;
+        else
+            listed += k;
     }
-    if (!is_drop && !json && !listed && !status)
+    if (!json && !listed && !status)
         printf("no conflicts\n");
     return status;
 }
@@ -318,18 +184,6 @@ static int usage(void)
     fprintf(stderr, "usage: memstorefs conflicts [show ID | restore ID | diff ID | drop ID | "
                     "drop --all | drop --older-than DAYS] [--cache-dir DIR] [--json]\n");
     return 2;
-}
-
-/* A positive number (an id) or a number of days (min 0). */
-static bool parse_num(const char *arg, long long min, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(arg, &end, 10);
-    if (errno || end == arg || *end || v < min)
-        return false;
-    *out = v;
-    return true;
 }
 
 int conflicts_main(int argc, char **argv)
@@ -362,7 +216,7 @@ int conflicts_main(int argc, char **argv)
             json = true;
         } else if (ch == 'a') {
             w.all = true;
-        } else if (ch == 'o' && parse_num(optarg, 0, &w.days)) {
+        } else if (ch == 'o' && conflict_parse_id(optarg, 0, &w.days)) {
             w.older = true;
         } else {
             if (ch == 'o')
@@ -388,7 +242,7 @@ int conflicts_main(int argc, char **argv)
               : is_drop ? (extra == 1 && !w.all && !w.older) ||
                               (extra == 0 && (w.all != w.older))
                         : false;
-    if (ok && (is_drop || is_show) && extra == 1 && !parse_num(argv[optind + 1], 1, &w.id)) {
+    if (ok && (is_drop || is_show) && extra == 1 && !conflict_parse_id(argv[optind + 1], 1, &w.id)) {
         fprintf(stderr, "memstorefs conflicts: '%s' is not a conflict id\n", argv[optind + 1]);
         free(dir);
         return 2;
@@ -400,14 +254,12 @@ int conflicts_main(int argc, char **argv)
     char **v = NULL;
     size_t n = 0;
     int rc = conflict_caches(dir, &v, &n);
-    if (rc == -ENOENT)
-        conflict_no_cache(dir);
-    else if (rc)
-        fprintf(stderr, "memstorefs conflicts: %s\n", strerror(-rc));
     free(dir);
     if (rc)
         return 1;
-    int status = extra == 1 ? on_record(v, n, cmd, &w) : on_each(v, n, is_drop, json, &w);
+    int status = extra == 1 ? on_record(v, n, is_drop, &w)
+                 : is_drop  ? drop_many(v, n, &w)
+                            : list_all(v, n, json);
     conflict_caches_free(v, n);
     return status;
 }

@@ -9,7 +9,8 @@
  * caches of the running daemons (hist-conflict-find; with --cache-dir,
  * only a daemon of that cache), so the caller needs to know neither the
  * cache directory nor a credential.  With no daemon holding it, diff
- * reads the cache directly (--cache-dir, else the default), as
+ * reads the cache that holds it directly (--cache-dir, else those of the
+ * runtime directory's mounts and the default one: conflicts_caches.c), as
  * `conflicts show` does; restore needs the daemon, whose mount must see
  * the edit. */
 #include <errno.h>
@@ -166,17 +167,10 @@ static int diff_from_cache(const char *idstr, long long id, const char *cache_di
     char **v = NULL;
     size_t n = 0;
     int rc = conflict_caches(cache_dir, &v, &n);
-    if (rc == -ENOENT) {
-        fprintf(stderr, "memstorefs conflicts: no running daemon holds conflict %s\n", idstr);
-        conflict_no_cache(cache_dir);
-    } else if (rc) {
-        fprintf(stderr, "memstorefs conflicts: %s\n", strerror(-rc));
-    }
     if (rc)
         return 1;
     struct cache *c = NULL;
-    const char *dir;
-    rc = conflict_holder(v, n, id, &c, &dir);
+    rc = conflict_holder(v, n, id, false, &c);
     conflict_caches_free(v, n);
     if (rc == -ENOENT)
         fprintf(stderr, "memstorefs conflicts: no conflict %s\n", idstr);
@@ -211,10 +205,8 @@ static int diff_from_cache(const char *idstr, long long id, const char *cache_di
 
 int conflicts_act(const char *cmd, const char *idstr, const char *cache_dir)
 {
-    char *end;
-    errno = 0;
-    long long id = strtoll(idstr, &end, 10);
-    if (errno || end == idstr || *end || id <= 0) {
+    long long id;
+    if (!conflict_parse_id(idstr, 1, &id)) {
         fprintf(stderr, "memstorefs conflicts: '%s' is not a conflict id\n", idstr);
         return 2;
     }

@@ -229,6 +229,7 @@ static int setup_stores(struct mount_opts *o)
         snprintf(info.store_id, sizeof(info.store_id), "%s", s->id);
         snprintf(info.mount_path, sizeof(info.mount_path), "%s", s->mount_path);
         snprintf(info.cache_dir, sizeof(info.cache_dir), "%s", o->cache_dir);
+        rt_boot_id(info.boot_id);
         int rc = rt_lock_store(&info, &s->lock_fd, &s->lock_file, &other, keep_dead_elsewhere,
                                s);
         if (rc == -ENOTCONN) {

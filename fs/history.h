@@ -45,21 +45,29 @@ int hist_ask(const char *cmd, pid_t pid, const char *line, char **out, size_t *l
  * malformed. */
 int hist_take_data(const char **p, const char *end, const char **bytes, size_t *n);
 
-/* ---- the caches conflict records are in (conflicts.c) ---- */
+/* ---- the caches conflict records are in (conflicts_caches.c) ---- */
 
 /* The cache directories a conflicts command reads: dir when given, else
  * the one of each mount of the runtime directory (live or dead: their
  * lock files name it) and the default one; only those that hold a cache,
- * each once.  *v (conflict_caches_free) and *n; -ENOENT when none does
- * (conflict_no_cache says so), -ENOMEM. */
+ * each once, in the order of their paths.  *v (conflict_caches_free) and
+ * *n; -ENOENT when none does, -ENOMEM; the reason printed. */
 int conflict_caches(const char *dir, char ***v, size_t *n);
 void conflict_caches_free(char **v, size_t n);
-/* The message for -ENOENT from conflict_caches(dir). */
-void conflict_no_cache(const char *dir);
-/* Opens the one cache of v that holds record id (*c, cache_close it; *dir
- * is v's string): 0, -ENOENT when none does, or -EEXIST (several: ids are
- * per cache), -EIO or a cache error, those two printed. */
-int conflict_holder(char **v, size_t n, long long id, struct cache **c, const char **dir);
+/* The message when there is no cache: at dir (--cache-dir), else at def
+ * (the default one) nor at any mount's. */
+void conflict_no_cache(const char *dir, const char *def);
+/* cache_open, saying why it failed. */
+int conflict_open(const char *dir, struct cache **c);
+/* Opens the one cache of v that holds record id (*c, cache_close it): 0,
+ * -ENOENT when none does (not printed), -EEXIST (several: ids are per
+ * cache) or -EIO when a cache could not be read and the record is in no
+ * other, or, when sure (an id to drop), in one other only; those printed.
+ * Without sure, a record found in one cache is taken though another could
+ * not be read (its reason printed). */
+int conflict_holder(char **v, size_t n, long long id, bool sure, struct cache **c);
+/* A number of at least min (an id: 1; days: 0). */
+bool conflict_parse_id(const char *arg, long long min, long long *out);
 
 /* ---- conflicts restore / diff (conflicts_act.c) ---- */
 

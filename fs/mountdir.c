@@ -506,6 +506,10 @@ int mountdir_is_record(const char *path, const struct mountdir_entry *m,
 {
     if (!mountdir_is_store(m->fstype, m->source, rec->store_id))
         return 0;
+    char boot[40];
+    rt_boot_id(boot);
+    if (rec->boot_id[0] && boot[0] && strcmp(boot, rec->boot_id) != 0)
+        return 0; /* its mount ended with that boot; ids start again at each */
     if (!rec->mount_id)
         return 1; /* recorded by a daemon that could not tell */
     uint64_t id;

@@ -53,7 +53,8 @@ bool mountdir_is_store(const char *fstype, const char *source, const char *store
  * when it is something else (another file system, or a mount of the
  * store made there since by another daemon, another runtime directory's),
  * or a negative errno when it is the store's but its id cannot be read to
- * tell.  The device number would not tell them apart: the kernel gives a
+ * tell.  A record of an earlier boot (boot_id=) names no mount of this
+ * one: 0.  The device number would not tell them apart: the kernel gives a
  * detached mount's number to the next mount. */
 int mountdir_is_record(const char *path, const struct mountdir_entry *m,
                        const struct rt_lockinfo *rec);

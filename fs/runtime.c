@@ -117,6 +117,8 @@ static void parse_info(const char *text, struct rt_lockinfo *info)
                 snprintf(info->cache_dir, sizeof(info->cache_dir), "%.*s", (int)vn, v);
             else if (kn == 10 && !memcmp(p, "mounted_at", 10))
                 snprintf(info->mounted_at, sizeof(info->mounted_at), "%.*s", (int)vn, v);
+            else if (kn == 7 && !memcmp(p, "boot_id", 7))
+                snprintf(info->boot_id, sizeof(info->boot_id), "%.*s", (int)vn, v);
             else if (kn == 8 && !memcmp(p, "mount_id", 8))
                 info->mount_id = parse_id(v, vn);
             else if (kn == 7 && !memcmp(p, "created", 7) && info->n_created < 8)
@@ -151,6 +153,8 @@ int rt_lock_update(int fd, const struct rt_lockinfo *info)
         fprintf(m, "cache_dir=%s\n", info->cache_dir);
     if (info->mounted_at[0])
         fprintf(m, "mounted_at=%s\n", info->mounted_at);
+    if (info->boot_id[0])
+        fprintf(m, "boot_id=%s\n", info->boot_id);
     if (info->mount_id)
         fprintf(m, "mount_id=%llu\n", (unsigned long long)info->mount_id);
     for (int i = 0; i < info->n_created; i++)
@@ -163,6 +167,18 @@ int rt_lock_update(int fd, const struct rt_lockinfo *info)
         rc = -errno;
     free(text);
     return rc;
+}
+
+void rt_boot_id(char out[40])
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (!f)
+        return;
+    if (!fgets(out, 40, f))
+        out[0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    fclose(f);
 }
 
 int rt_lock_read(int fd, struct rt_lockinfo *info)

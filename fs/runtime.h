@@ -33,6 +33,9 @@ struct rt_lockinfo {
                             * never reused while the system runs), once
                             * mounted; 0: not known (an older daemon's record,
                             * or a kernel before 6.8) */
+    char boot_id[40];      /* the kernel's boot id when the record was made
+                            * (mount ids start again at each boot); "" from
+                            * an older daemon */
     char created[8][4096]; /* directories the mount created, parents first */
     int n_created;
 };
@@ -57,6 +60,9 @@ int rt_lock_store(const struct rt_lockinfo *info, int *fd, char **file,
                   struct rt_lockinfo *other, rt_keep_fn keep, void *arg);
 /* Rewrites the lock file (after the directories were created). */
 int rt_lock_update(int fd, const struct rt_lockinfo *info);
+/* This boot's id (/proc/sys/kernel/random/boot_id), or "" when it cannot
+ * be read. */
+void rt_boot_id(char out[40]);
 /* Reads the record of the lock file open as fd. */
 int rt_lock_read(int fd, struct rt_lockinfo *info);
 /* Removes the file (only when it is still the one fd holds, and ours) and

@@ -28,6 +28,7 @@ static void teardown(void)
 {
     if (other.root[0])
         mnt_stop_daemons(&other);
+    memset(&other, 0, sizeof(other));
     mnt_teardown(&E);
     free(store);
     store = NULL;
@@ -364,6 +365,34 @@ Test(mount_lifecycle, unmount_leaves_another_daemon_s_mount_where_a_dead_mount_w
               "unmount did not say the dead mount was gone: %s", out);
     free(out);
     expect_other_mount_serves();
+}
+
+/* A lock file of an earlier boot names no mount of this one, whatever
+ * the mount at its path (mount ids start again at each boot, so an id
+ * alone could match another daemon's mount made since).  Here the dead
+ * mount's record is made to look a boot old: unmount leaves the mount at
+ * its path and removes the record; before boot_id=, it detached it. */
+Test(mount_lifecycle, a_record_of_an_earlier_boot_is_not_taken_for_a_mount_of_this_one)
+{
+    mnt_mount_dead(&E, store, "dead");
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "grep -q '^boot_id=' \"$MEMSTOREFS_RUNTIME_DIR\"/store-* && sed -i "
+                    "'s/^boot_id=.*/boot_id=00000000-0000-0000-0000-000000000000/' "
+                    "\"$MEMSTOREFS_RUNTIME_DIR\"/store-*");
+    cr_assert_eq(rc, 0, "the lock file has no boot_id= line: %s", out);
+    free(out);
+    rc = mnt_sh(&E, &out, "$MFS unmount --all");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(out && strstr(out, "is gone already") && strstr(out, "was left alone"),
+              "unmount took an earlier boot's record for this mount: %s", out);
+    free(out);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/dead", E.mnt);
+    cr_expect(mnt_is_mounted(path), "the mount was detached");
+    mnt_sh(&E, &out, "$MFS status");
+    cr_expect(out && !strstr(out, "DEAD"), "the record stayed: %s", out);
+    free(out);
+    mnt_sh(&E, NULL, "fusermount3 -u -z $MNT/dead");
 }
 
 Test(mount_lifecycle, foreground_mode_serves_until_signalled)

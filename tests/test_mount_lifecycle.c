@@ -331,6 +331,18 @@ static void dead_mount_replaced(void)
     free(out);
 }
 
+/* `unmount --all` finds the dead mount's record names no mount there now:
+ * it says so, exit 0 (why: the failure's message). */
+static void expect_unmount_says_gone(const char *why)
+{
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "$MFS unmount --all");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(out && strstr(out, "is gone already") && strstr(out, "was left alone"), "%s: %s",
+              why, out);
+    free(out);
+}
+
 /* The other daemon's mount at dead still serves. */
 static void expect_other_mount_serves(void)
 {
@@ -358,12 +370,7 @@ Test(mount_lifecycle, a_mount_of_the_store_by_another_daemon_is_not_taken_for_it
 Test(mount_lifecycle, unmount_leaves_another_daemon_s_mount_where_a_dead_mount_was)
 {
     dead_mount_replaced();
-    char *out = NULL;
-    int rc = mnt_sh(&E, &out, "$MFS unmount --all");
-    cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(strstr(out, "is gone already") && strstr(out, "was left alone"),
-              "unmount did not say the dead mount was gone: %s", out);
-    free(out);
+    expect_unmount_says_gone("unmount took another daemon's mount for the dead one");
     expect_other_mount_serves();
 }
 
@@ -381,11 +388,7 @@ Test(mount_lifecycle, a_record_of_an_earlier_boot_is_not_taken_for_a_mount_of_th
                     "\"$MEMSTOREFS_RUNTIME_DIR\"/store-*");
     cr_assert_eq(rc, 0, "the lock file has no boot_id= line: %s", out);
     free(out);
-    rc = mnt_sh(&E, &out, "$MFS unmount --all");
-    cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(out && strstr(out, "is gone already") && strstr(out, "was left alone"),
-              "unmount took an earlier boot's record for this mount: %s", out);
-    free(out);
+    expect_unmount_says_gone("unmount took an earlier boot's record for this mount");
     char path[400];
     snprintf(path, sizeof(path), "%s/dead", E.mnt);
     cr_expect(mnt_is_mounted(path), "the mount was detached");

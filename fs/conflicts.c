@@ -101,7 +101,7 @@ struct drop_what {
     bool older;
 };
 
-static int drop(struct cache *c, const struct drop_what *w)
+static int drop(struct cache *c, const char *dir, const struct drop_what *w)
 {
     uint64_t n = 0;
     int64_t before = INT64_MAX;
@@ -117,8 +117,8 @@ static int drop(struct cache *c, const struct drop_what *w)
         return 1;
     }
     if (rc) {
-        fprintf(stderr, "memstorefs conflicts: cannot drop the conflict records: %s\n",
-                strerror(-rc));
+        fprintf(stderr, "memstorefs conflicts: cannot drop the conflict records in %s: %s\n",
+                dir, strerror(-rc));
         return 1;
     }
     printf("dropped %llu conflict record%s\n", (unsigned long long)n, n == 1 ? "" : "s");
@@ -129,32 +129,53 @@ static int drop(struct cache *c, const struct drop_what *w)
 static int on_record(char **v, size_t n, bool is_drop, const struct drop_what *w)
 {
     struct cache *c = NULL;
-    int rc = conflict_holder(v, n, w->id, is_drop, &c);
+    const char *dir = NULL;
+    int rc = conflict_holder(v, n, w->id, is_drop, &c, &dir);
     if (rc == -ENOENT)
         fprintf(stderr, "memstorefs conflicts: no conflict %lld\n", w->id);
     if (rc)
         return 1;
-    int status = is_drop ? drop(c, w) : show(c, w->id);
+    int status = is_drop ? drop(c, dir, w) : show(c, w->id);
     cache_close(&c);
     return status;
 }
 
-/* drop --all / --older-than: of one cache only, the one given or the
- * only one read (ids and ages mean nothing across caches a user may not
- * know of). */
+/* drop --all / --older-than: in one cache only, the one given or the
+ * only one read that holds records (a user may not know of the others:
+ * several holding records is refused).  One that cannot be read is
+ * refused too: it may hold records. */
 static int drop_many(char **v, size_t n, const struct drop_what *w)
 {
-    if (n > 1) {
-        fprintf(stderr, "memstorefs conflicts: %zu caches hold conflict records (", n);
-        for (size_t i = 0; i < n; i++)
-            fprintf(stderr, "%s%s", i ? ", " : "", v[i]);
-        fprintf(stderr, "); give --cache-dir to say whose to drop\n");
+    size_t holders = 0, at = 0;
+    char names[4096] = "";
+    for (size_t i = 0; i < n; i++) {
+        struct cache *c = NULL;
+        struct cache_conflict *k = NULL;
+        size_t nk = 0;
+        int rc = conflict_open(v[i], &c);
+        if (!rc && (rc = cache_conflicts(c, NULL, &k, &nk)))
+            fprintf(stderr, "memstorefs conflicts: cannot read the conflicts in %s: %s\n", v[i],
+                    strerror(-rc));
+        cache_conflicts_free(k, nk);
+        cache_close(&c);
+        if (rc)
+            return 1;
+        if (nk) {
+            size_t h = strlen(names);
+            snprintf(names + h, sizeof(names) - h, "%s%s", h ? ", " : "", v[i]);
+            holders++;
+            at = i;
+        }
+    }
+    if (holders > 1) {
+        fprintf(stderr, "memstorefs conflicts: %zu caches hold conflict records (%s); give "
+                        "--cache-dir to say whose to drop\n", holders, names);
         return 1;
     }
     struct cache *c = NULL;
-    if (conflict_open(v[0], &c))
+    if (conflict_open(v[at], &c))
         return 1;
-    int status = drop(c, w);
+    int status = drop(c, v[at], w);
     cache_close(&c);
     return status;
 }

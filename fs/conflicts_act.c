@@ -170,8 +170,9 @@ static int diff_from_cache(const char *idstr, long long id, const char *cache_di
     if (rc)
         return 1;
     struct cache *c = NULL;
-    rc = conflict_holder(v, n, id, false, &c);
-    conflict_caches_free(v, n);
+    const char *dir;
+    rc = conflict_holder(v, n, id, false, &c, &dir);
+    conflict_caches_free(v, n); /* dir is not used */
     if (rc == -ENOENT)
         fprintf(stderr, "memstorefs conflicts: no conflict %s\n", idstr);
     if (rc)
@@ -181,9 +182,10 @@ static int diff_from_cache(const char *idstr, long long id, const char *cache_di
     char *lost = NULL, *cur = NULL;
     size_t lost_len = 0, cur_len = 0;
     int status = 1;
-    rc = cache_conflict_get(c, id, store, &k);
+    rc = cache_conflict_get(c, id, store, &k); /* its store and path: the holder found it */
     if (rc)
-        fprintf(stderr, "memstorefs conflicts: no conflict %s\n", idstr);
+        fprintf(stderr, "memstorefs conflicts: cannot read conflict %s: %s\n", idstr,
+                strerror(-rc));
     if (!rc && (rc = cache_conflict_content(c, id, &lost, &lost_len)))
         fprintf(stderr, "memstorefs conflicts: the content of conflict %s is not in the cache\n",
                 idstr);

@@ -67,6 +67,19 @@ void conflict_caches_free(char **v, size_t n)
     free(v);
 }
 
+/* The message when there is no cache: at dir (--cache-dir), else at def
+ * (the default one) nor at any mount's. */
+static void conflict_no_cache(const char *dir, const char *def)
+{
+    if (dir)
+        fprintf(stderr, "memstorefs conflicts: no cache at %s (give the mount's --cache-dir)\n",
+                dir);
+    else
+        fprintf(stderr, "memstorefs conflicts: no cache at %s, and no mount of the runtime "
+                        "directory names another (give the mount's --cache-dir)\n",
+                def ? def : "?");
+}
+
 int conflict_caches(const char *dir, char ***v, size_t *n)
 {
     struct caches c = {0};
@@ -104,17 +117,6 @@ int conflict_caches(const char *dir, char ***v, size_t *n)
     return rc;
 }
 
-void conflict_no_cache(const char *dir, const char *def)
-{
-    if (dir)
-        fprintf(stderr, "memstorefs conflicts: no cache at %s (give the mount's --cache-dir)\n",
-                dir);
-    else
-        fprintf(stderr, "memstorefs conflicts: no cache at %s, and no mount of the runtime "
-                        "directory names another (give the mount's --cache-dir)\n",
-                def ? def : "?");
-}
-
 int conflict_open(const char *dir, struct cache **c)
 {
     int rc = cache_open(dir, c);
@@ -124,23 +126,23 @@ int conflict_open(const char *dir, struct cache **c)
     return rc;
 }
 
-int conflict_holder(char **v, size_t n, long long id, bool sure, struct cache **out)
+int conflict_holder(char **v, size_t n, long long id, bool sure, struct cache **out,
+                    const char **dir)
 {
     *out = NULL;
+    *dir = NULL;
     char several[2048] = "", unread[2048] = "";
     int found = 0;
     for (size_t i = 0; i < n; i++) {
         struct cache *c = NULL;
         char store[CACHE_ID_MAX];
         struct cache_conflict k = {0};
-        int rc = conflict_open(v[i], &c);
-        if (!rc) {
-            rc = cache_conflict_get(c, id, store, &k);
-            free(k.path);
-            if (rc && rc != -ENOENT)
-                fprintf(stderr, "memstorefs conflicts: cannot read the conflicts in %s: %s\n",
-                        v[i], strerror(-rc));
-        }
+        /* An open that fails is a cache not read, whatever its errno. */
+        int rc = conflict_open(v[i], &c) ? -EIO : cache_conflict_get(c, id, store, &k);
+        free(k.path);
+        if (rc && rc != -ENOENT && c)
+            fprintf(stderr, "memstorefs conflicts: cannot read the conflicts in %s: %s\n", v[i],
+                    strerror(-rc));
         char *list = rc == 0 ? several : rc == -ENOENT ? NULL : unread;
         if (list) {
             size_t h = strlen(list);
@@ -148,6 +150,7 @@ int conflict_holder(char **v, size_t n, long long id, bool sure, struct cache **
         }
         if (rc == 0 && !found++) {
             *out = c;
+            *dir = v[i];
             continue;
         }
         cache_close(&c);
@@ -156,13 +159,17 @@ int conflict_holder(char **v, size_t n, long long id, bool sure, struct cache **
         fprintf(stderr, "memstorefs conflicts: conflict %lld is in several caches (%s); give "
                         "--cache-dir to say which\n", id, several);
         cache_close(out);
+        *dir = NULL;
         return -EEXIST;
     }
     if (unread[0] && (!found || sure)) {
-        fprintf(stderr, "memstorefs conflicts: conflict %lld %s, and %s could not be read; give "
-                        "--cache-dir to say which cache\n", id,
-                found ? "is in one cache" : "is not in the caches read", unread);
+        /* One cache only (--cache-dir): what could not be read is said. */
+        if (n > 1)
+            fprintf(stderr, "memstorefs conflicts: conflict %lld %s, and %s could not be read; "
+                            "give --cache-dir to say which cache\n", id,
+                    found ? "is in one cache" : "is not in the caches read", unread);
         cache_close(out);
+        *dir = NULL;
         return -EIO;
     }
     return found ? 0 : -ENOENT;

@@ -54,18 +54,17 @@ int hist_take_data(const char **p, const char *end, const char **bytes, size_t *
  * *n; -ENOENT when none does, -ENOMEM; the reason printed. */
 int conflict_caches(const char *dir, char ***v, size_t *n);
 void conflict_caches_free(char **v, size_t n);
-/* The message when there is no cache: at dir (--cache-dir), else at def
- * (the default one) nor at any mount's. */
-void conflict_no_cache(const char *dir, const char *def);
 /* cache_open, saying why it failed. */
 int conflict_open(const char *dir, struct cache **c);
-/* Opens the one cache of v that holds record id (*c, cache_close it): 0,
+/* Opens the one cache of v that holds record id (*c, cache_close it; *dir
+ * is v's string of it): 0,
  * -ENOENT when none does (not printed), -EEXIST (several: ids are per
  * cache) or -EIO when a cache could not be read and the record is in no
  * other, or, when sure (an id to drop), in one other only; those printed.
  * Without sure, a record found in one cache is taken though another could
  * not be read (its reason printed). */
-int conflict_holder(char **v, size_t n, long long id, bool sure, struct cache **c);
+int conflict_holder(char **v, size_t n, long long id, bool sure, struct cache **c,
+                    const char **dir);
 /* A number of at least min (an id: 1; days: 0). */
 bool conflict_parse_id(const char *arg, long long min, long long *out);
 

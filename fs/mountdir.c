@@ -509,7 +509,11 @@ int mountdir_is_record(const char *path, const struct mountdir_entry *m,
     char boot[40];
     rt_boot_id(boot);
     if (rec->boot_id[0] && boot[0] && strcmp(boot, rec->boot_id) != 0)
-        return 0; /* its mount ended with that boot; ids start again at each */
+        return 0; /* its mount ended with that boot; ids start again at each.
+                   * (A container with a boot id of its own, sharing the
+                   * runtime directory with the host, would see the host's
+                   * records as of another boot: not a setup memstorefs
+                   * makes.) */
     if (!rec->mount_id)
         return 1; /* recorded by a daemon that could not tell */
     uint64_t id;

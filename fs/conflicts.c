@@ -148,6 +148,7 @@ static int drop_many(char **v, size_t n, const struct drop_what *w)
 {
     size_t holders = 0, at = 0;
     char names[4096] = "";
+    struct cache *keep = NULL; /* v[at]'s: the first cache, then the first holder */
     for (size_t i = 0; i < n; i++) {
         struct cache *c = NULL;
         struct cache_conflict *k = NULL;
@@ -157,26 +158,30 @@ static int drop_many(char **v, size_t n, const struct drop_what *w)
             fprintf(stderr, "memstorefs conflicts: cannot read the conflicts in %s: %s\n", v[i],
                     strerror(-rc));
         cache_conflicts_free(k, nk);
-        cache_close(&c);
-        if (rc)
+        if (rc) {
+            cache_close(&c);
+            cache_close(&keep);
             return 1;
+        }
         if (nk) {
             size_t h = strlen(names);
             snprintf(names + h, sizeof(names) - h, "%s%s", h ? ", " : "", v[i]);
-            holders++;
+        }
+        if (nk ? ++holders == 1 : i == 0) {
+            cache_close(&keep);
+            keep = c;
+            c = NULL;
             at = i;
         }
+        cache_close(&c);
     }
-    if (holders > 1) {
+    int status = 1;
+    if (holders > 1)
         fprintf(stderr, "memstorefs conflicts: %zu caches hold conflict records (%s); give "
                         "--cache-dir to say whose to drop\n", holders, names);
-        return 1;
-    }
-    struct cache *c = NULL;
-    if (conflict_open(v[at], &c))
-        return 1;
-    int status = drop(c, v[at], w);
-    cache_close(&c);
+    else
+        status = drop(keep, v[at], w);
+    cache_close(&keep);
     return status;
 }
 

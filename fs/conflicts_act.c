@@ -170,9 +170,8 @@ static int diff_from_cache(const char *idstr, long long id, const char *cache_di
     if (rc)
         return 1;
     struct cache *c = NULL;
-    const char *dir;
-    rc = conflict_holder(v, n, id, false, &c, &dir);
-    conflict_caches_free(v, n); /* dir is not used */
+    rc = conflict_holder(v, n, id, false, &c, NULL);
+    conflict_caches_free(v, n);
     if (rc == -ENOENT)
         fprintf(stderr, "memstorefs conflicts: no conflict %s\n", idstr);
     if (rc)

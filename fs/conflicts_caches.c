@@ -129,6 +129,9 @@ int conflict_open(const char *dir, struct cache **c)
 int conflict_holder(char **v, size_t n, long long id, bool sure, struct cache **out,
                     const char **dir)
 {
+    const char *unused;
+    if (!dir)
+        dir = &unused;
     *out = NULL;
     *dir = NULL;
     char several[2048] = "", unread[2048] = "";

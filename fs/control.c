@@ -157,8 +157,8 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
     if (m == 1 && !ours) {
         /* The dead mount is gone (detached by hand) and something else is
          * mounted there now (another file system, or another daemon's
-         * mount of the store): not ours to detach, nor
-         * its directories to remove.  The lock only records what is gone. */
+         * mount of the store): not ours to detach, nor its directories to
+         * remove.  The lock only records what is gone. */
         priv_unlink(file, S_IFREG);
         fprintf(stderr, "memstorefs: the dead mount of memory store %s at %s is gone already; "
                         "%s (%s) is mounted there now and was left alone\n", info->store_id,

@@ -56,8 +56,8 @@ int conflict_caches(const char *dir, char ***v, size_t *n);
 void conflict_caches_free(char **v, size_t n);
 /* cache_open, saying why it failed. */
 int conflict_open(const char *dir, struct cache **c);
-/* Opens the one cache of v that holds record id (*c, cache_close it; *dir
- * is v's string of it): 0,
+/* Opens the one cache of v that holds record id (*c, cache_close it; *dir,
+ * unless NULL, is v's string of it): 0,
  * -ENOENT when none does (not printed), -EEXIST (several: ids are per
  * cache) or -EIO when a cache could not be read and the record is in no
  * other, or, when sure (an id to drop), in one other only; those printed.

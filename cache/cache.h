@@ -368,6 +368,13 @@ int cache_mark_saved(struct cache *c, uint64_t ino);
  * again the closes a failed commit left to the journal: fsync(2) of a
  * directory, whose new entries then survive a kill -9. */
 int cache_settle(struct cache *c);
+/* fn(arg, inos, n) is called, from the cache's own thread and without its
+ * lock, with the nodes a failed commit's closes changed when they went
+ * back into the database (the journal of closed files): what a reader saw
+ * of them meanwhile (the rollback's state) is stale.  fn may call the
+ * cache. */
+void cache_on_replay(struct cache *c, void (*fn)(void *arg, const uint64_t *inos, size_t n),
+                     void *arg);
 /* Sets a node's access and/or modification time (utimensat, touch); a
  * NULL one is left as it is.  ctime becomes now. */
 int cache_set_times(struct cache *c, uint64_t ino, const int64_t *atime_ns,

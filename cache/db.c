@@ -359,10 +359,9 @@ int db_commit(struct cache *c)
 
 void db_rollback(struct cache *c)
 {
-    /* The marks this part wrote wait again.  Those of earlier lazy parts,
-     * undone too when SQLite or a failed COMMIT rolls the whole
-     * transaction back, are lost as before: the next attach saves all
-     * held content. */
+    /* The marks this part wrote wait again (those of earlier lazy parts
+     * too when SQLite or a failed COMMIT rolls the whole transaction back:
+     * db_abandon). */
     db_marks_undone(c, 0);
     db_inos_ended(c, false);
     if (c->lazy) {
@@ -380,6 +379,7 @@ void db_rollback(struct cache *c)
 
 void db_abandon(struct cache *c)
 {
+    db_marks_lost(c);
     c->lazy = false;
     if (!sqlite3_get_autocommit(c->db))
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
@@ -408,7 +408,7 @@ int db_settle(struct cache *c)
     /* Marks written into the lazy transaction outside any part (the
      * sync's read of what it may push writes them first: pending.c). */
     if (rc)
-        db_marks_undone(c, 0);
+        db_marks_lost(c);
     else
         db_marks_kept(c);
     return rc;
@@ -609,6 +609,7 @@ void cache_close(struct cache **cp)
         sqlite3_close_v2(c->db);
     pthread_mutex_destroy(&c->lock);
     free(c->saved);
+    free(c->replayed);
     free(c->dir);
     free(c);
     *cp = NULL;

@@ -52,12 +52,14 @@ struct cache {
     sqlite3_stmt *cached[DB_ST_N]; /* guarded by lock; finalized by cache_close */
     /* Rows whose last writer closed them, not yet marked saved in the
      * database, and the thread that writes them (cache/saved.c); all
-     * guarded by lock.  The first n_applied of them were written by the
-     * transaction part under way (db_apply_saved inside it): its end drops
-     * them (db_marks_kept) or, rolled back, makes them wait again
-     * (db_marks_undone); between parts n_applied is 0. */
+     * guarded by lock.  The first n_applied of them were written into the
+     * open transaction (db_apply_saved inside it), the first n_part of
+     * those by its earlier lazy parts: a commit drops them
+     * (db_marks_kept); a part rolled back makes its own wait again
+     * (db_marks_undone), a transaction rolled back all of them
+     * (db_marks_lost), since only a commit puts a mark in the database. */
     uint64_t *saved;
-    size_t n_saved, n_applied, cap_saved;
+    size_t n_saved, n_applied, n_part, cap_saved;
     struct timespec saved_since; /* CLOCK_MONOTONIC: the group's first mark */
     pthread_cond_t saved_cond;
     pthread_t saver_thr;
@@ -81,6 +83,14 @@ struct cache {
     off_t jend, jsize;
     uint64_t jepoch;
     bool jin_tx, jstuck, jfailed;
+    /* Nodes a replay of the stuck journal changed (db_journal_retry), for
+     * the saver to hand to replay_hook without the lock: the kernel may
+     * hold what the failed commit's rollback showed of them. */
+    uint64_t *replayed;
+    size_t n_replayed, cap_replayed;
+    bool jtell; /* set while db_journal_retry replays */
+    void (*replay_hook)(void *arg, const uint64_t *inos, size_t n);
+    void *replay_arg;
     struct timespec jstuck_since;
     char jkey[300];
     /* Set by a crash test only: called between the journal's creation and
@@ -249,6 +259,14 @@ int db_apply_saved(struct cache *c);
  * comes after its mark and replaces it; 0 for none). */
 void db_marks_kept(struct cache *c);
 void db_marks_undone(struct cache *c, uint64_t except);
+/* A lazy part's end (db_commit_lazy): its marks are carried by the open
+ * transaction, in the database only once it commits. */
+void db_marks_carried(struct cache *c);
+/* The whole transaction rolled back: all the marks it carried wait again. */
+void db_marks_lost(struct cache *c);
+/* A journal record of ino was added: marks of ino the transaction carries
+ * come before it, and replaying it replaces them. */
+void db_marks_superseded(struct cache *c, uint64_t ino);
 /* Stops the saver thread and writes what is left (cache_close). */
 void db_saver_stop(struct cache *c);
 

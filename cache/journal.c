@@ -235,6 +235,21 @@ static int keep_record(struct cache *c, const struct jhdr *h, const char *store,
     return 0;
 }
 
+/* Notes ino among the nodes a replay changed (c->replayed). */
+static int tell(struct cache *c, uint64_t ino)
+{
+    if (c->n_replayed == c->cap_replayed) {
+        size_t cap = c->cap_replayed ? 2 * c->cap_replayed : 16;
+        uint64_t *v = realloc(c->replayed, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        c->replayed = v;
+        c->cap_replayed = cap;
+    }
+    c->replayed[c->n_replayed++] = ino;
+    return 0;
+}
+
 static int apply_record(struct cache *c, const struct jhdr *h, const char *store,
                         const char *path, const char *buf)
 {
@@ -251,6 +266,11 @@ static int apply_record(struct cache *c, const struct jhdr *h, const char *store
     if (!rc)
         rc = db_content_put(c, ino, buf, h->len, h->mtime, sha, h->has_expect ? expect : NULL,
                             h->held, &kept);
+    if (!rc && c->jtell) {
+        rc = tell(c, h->ino);
+        if (!rc && ino != h->ino)
+            rc = tell(c, ino);
+    }
     switch (rc) {
     case -EROFS: case -ENOENT: case -EISDIR: case -ENOTDIR: case -EEXIST: case -EPERM:
     case -EINVAL: case -ENAMETOOLONG:
@@ -527,6 +547,7 @@ int db_journal_add(struct cache *c, const struct db_jrec *r)
     c->jend += (off_t)want;
     if (written > c->jsize)
         c->jsize = written;
+    db_marks_superseded(c, r->ino);
     return 0;
 }
 
@@ -560,13 +581,19 @@ int db_journal_retry(struct cache *c)
     if (!c->jstuck)
         return 0;
     uint64_t epoch = c->jepoch;
-    size_t n = 0;
+    size_t n = 0, told = c->n_replayed;
+    c->jtell = c->replay_hook != NULL;
     int rc = replay_fd(c, c->jfd, c->jkey, &epoch, &n);
+    c->jtell = false;
     if (rc) {
+        c->n_replayed = told; /* rolled back: nothing changed */
         clock_gettime(CLOCK_MONOTONIC, &c->jstuck_since);
         return rc;
     }
     log_info("files closed before a failed commit are in the cache again");
+    /* The saver tells the kernel (saved.c), outside the lock. */
+    if (c->n_replayed > told && c->saver_running && c->saver_idle)
+        pthread_cond_signal(&c->saved_cond);
     c->jstuck = false;
     c->jepoch = epoch;
     next_epoch(c);

@@ -18,7 +18,13 @@
  * change failed: a name taken, a directory not empty) waits again, in its
  * place (db_marks_undone): the part never happened, so the next
  * transaction writing it first keeps the order.  Lost with the part, it
- * left a closed file held, which no sync but the final one pushes.
+ * left a closed file held, which no sync but the final one pushes.  So
+ * does a whole transaction rolled back (its commit failed: a full disk):
+ * the marks of all its lazy parts wait again (db_marks_lost), written
+ * once the journal's records of the same closes are back in the database
+ * (a record of a file replaces the marks of that file written before it:
+ * db_marks_superseded, so a close by a writer still holding the file is
+ * held again, as it was).
  *
  * What it does not change: content is durable when close(2) returns (the
  * FLUSH commits it before replying; the mark only says the writer is
@@ -91,6 +97,7 @@ int db_apply_saved(struct cache *c)
 
 void db_marks_kept(struct cache *c)
 {
+    c->n_part = 0;
     if (!c->n_applied)
         return;
     memmove(c->saved, c->saved + c->n_applied, (c->n_saved - c->n_applied) * sizeof(*c->saved));
@@ -98,21 +105,57 @@ void db_marks_kept(struct cache *c)
     c->n_applied = 0;
 }
 
+void db_marks_carried(struct cache *c)
+{
+    c->n_part = c->n_applied;
+}
+
+static void wake_for_marks(struct cache *c)
+{
+    if (c->n_saved && c->saver_running && c->saver_idle)
+        pthread_cond_signal(&c->saved_cond);
+}
+
 /* The marks written by a part rolled back wait again, in their place
  * before any that came later: the next transaction writes them first, as
  * if the part had never run, and the saver wakes for them. */
 void db_marks_undone(struct cache *c, uint64_t except)
 {
-    if (!c->n_applied)
+    if (c->n_applied == c->n_part)
         return;
-    size_t k = 0;
-    for (size_t i = 0; i < c->n_saved; i++)
+    size_t k = c->n_part;
+    for (size_t i = c->n_part; i < c->n_saved; i++)
         if (i >= c->n_applied || c->saved[i] != except)
             c->saved[k++] = c->saved[i];
     c->n_saved = k;
-    c->n_applied = 0;
-    if (c->n_saved && c->saver_running && c->saver_idle)
-        pthread_cond_signal(&c->saved_cond);
+    c->n_applied = c->n_part;
+    wake_for_marks(c);
+}
+
+/* The whole transaction is gone (its commit failed): every mark it carried
+ * waits again, the earlier lazy parts' too.  They are written after the
+ * journal's records are applied again (db_begin replays first), so the
+ * file a writer closed is saved again, as it was. */
+void db_marks_lost(struct cache *c)
+{
+    c->n_applied = c->n_part = 0;
+    wake_for_marks(c);
+}
+
+void db_marks_superseded(struct cache *c, uint64_t ino)
+{
+    size_t k = 0, part = c->n_part;
+    for (size_t i = 0; i < c->n_saved; i++) {
+        if (i < c->n_applied && c->saved[i] == ino) {
+            if (i < c->n_part)
+                part--;
+            continue;
+        }
+        c->saved[k++] = c->saved[i];
+    }
+    c->n_applied -= c->n_saved - k;
+    c->n_saved = k;
+    c->n_part = part;
 }
 
 static void add_ms(struct timespec *t, long ms)
@@ -156,6 +199,25 @@ static bool next_deadline(struct cache *c, struct timespec *until)
     return any;
 }
 
+/* Hands the nodes a replay of the journal changed to the hook, without
+ * the lock: the kernel's invalidation may wait for a request in flight,
+ * which may wait for the lock.  The caller holds it; it is held again on
+ * return. */
+static void tell_replayed(struct cache *c)
+{
+    uint64_t *v = c->replayed;
+    size_t n = c->n_replayed;
+    void (*fn)(void *, const uint64_t *, size_t) = c->replay_hook;
+    void *arg = c->replay_arg;
+    c->replayed = NULL;
+    c->n_replayed = c->cap_replayed = 0;
+    db_unlock(c);
+    if (fn)
+        fn(arg, v, n);
+    free(v);
+    db_lock(c);
+}
+
 /* Sleeps untimed only when nothing waits (and is then woken by the first
  * mark of a group or the start of a lazy transaction); otherwise wakes at
  * the first deadline, so a burst that keeps carrying the marks and the
@@ -166,6 +228,10 @@ static void *saver(void *arg)
     db_lock(c);
     while (!c->saver_stop) {
         struct timespec until, now;
+        if (c->n_replayed) {
+            tell_replayed(c);
+            continue;
+        }
         if (!next_deadline(c, &until)) {
             c->saver_idle = true;
             pthread_cond_wait(&c->saved_cond, &c->lock);
@@ -290,6 +356,15 @@ int db_commit_lazy(struct cache *c)
             pthread_cond_signal(&c->saved_cond);
     }
     c->lazy_mark = sqlite3_total_changes64(c->db);
-    db_marks_kept(c);
+    db_marks_carried(c); /* in the database once the transaction commits */
     return 0;
+}
+
+void cache_on_replay(struct cache *c, void (*fn)(void *arg, const uint64_t *inos, size_t n),
+                     void *arg)
+{
+    db_lock(c);
+    c->replay_hook = fn;
+    c->replay_arg = arg;
+    db_unlock(c);
 }

@@ -5,6 +5,7 @@ mfs_add_test(test_cache_sent test_cache_sent.c LIBS mfs_cache PkgConfig::SQLITE3
 mfs_add_test(test_cache_gc test_cache_gc.c LIBS mfs_cache PkgConfig::SQLITE3)
 mfs_add_test(test_cache_lazy test_cache_lazy.c LIBS mfs_cache PkgConfig::SQLITE3)
 mfs_add_test(test_cache_journal test_cache_journal.c LIBS mfs_cache PkgConfig::SQLITE3)
+mfs_add_test(test_cache_marks test_cache_marks.c LIBS mfs_cache PkgConfig::SQLITE3)
 mfs_add_test(test_cache_ckpt test_cache_ckpt.c LIBS mfs_cache PkgConfig::SQLITE3)
 mfs_add_test(test_cache_wal test_cache_wal.c LIBS mfs_cache PkgConfig::SQLITE3)
 target_include_directories(test_cache_wal PRIVATE ${PROJECT_SOURCE_DIR}/cache)

@@ -265,6 +265,7 @@ static int setup_stores(struct mount_opts *o)
                 strerror(-rc));
         return rc;
     }
+    cache_on_replay(D.cache, fs_notify_replayed, &D);
     if (!o->log_file && (rc = daemon_open_log(o)))
         return rc;
     struct http_opts ho = {.base_url = D.cred.base_url, .api_key = D.cred.api_key,

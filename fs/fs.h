@@ -72,6 +72,9 @@ void fs_notify_init(struct fs_store *s, struct sync_notify *n);
 /* The kernel drops row's cached pages and attributes: its content went
  * back to what the cache holds under a FLUSH or FSYNC (openfile.c). */
 void fs_notify_reverted(struct fs_store *s, uint64_t row);
+/* The cache's replay hook (cache_on_replay; arg: the struct daemon):
+ * the kernel drops what it holds of each row and of its name. */
+void fs_notify_replayed(void *arg, const uint64_t *rows, size_t n);
 
 /* Kernel inode <-> cache row. */
 static inline uint64_t fs_to_row(const struct fs_store *s, fuse_ino_t ino)

@@ -1,8 +1,10 @@
 /* notify.c - the one place that calls fuse_lowlevel_notify_*: the sync
  * engine reports what a remote change did to the cache, and this file
  * tells the kernel to drop exactly those cached names, attributes and
- * pages.  Called from the sync thread, never from inside a FUSE request
- * and never with a cache lock held, so the kernel's notification (which
+ * pages; so does the cache for the closes a failed commit left to its
+ * journal, once they are back in the database (fs_notify_replayed, from
+ * its saver thread).  Called from those threads, never from inside a FUSE
+ * request and never with a cache lock held, so the kernel's notification (which
  * may wait for a request in flight on the same directory) cannot
  * deadlock.  One exception, an inode's pages and attributes only
  * (fs_notify_reverted): a FLUSH, FSYNC or RELEASE whose cut edit was not
@@ -19,6 +21,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "cache.h"
+#include "daemon.h"
 #include "engine.h"
 #include "fsloop.h"
 #include "fs.h"
@@ -106,6 +110,29 @@ static void lost(void *arg, uint64_t row, const char *sha)
 {
     (void)arg;
     ofile_lost(row, sha);
+}
+
+void fs_notify_replayed(void *arg, const uint64_t *rows, size_t n)
+{
+    const struct daemon *d = arg;
+    for (size_t i = 0; i < n; i++) {
+        char id[CACHE_ID_MAX];
+        struct cnode node = {0};
+        if (cache_store_of(d->cache, rows[i], id) != 0)
+            continue;
+        for (size_t k = 0; k < d->n; k++) {
+            struct fs_store *s = &d->stores[k];
+            if (strcmp(s->id, id) != 0)
+                continue;
+            /* Its content and attributes, then its name: a replay may
+             * have made the file again where the rollback had removed it. */
+            inval_inode(s, rows[i]);
+            if (cache_getattr(d->cache, rows[i], &node) == 0 && node.parent && !node.unlinked)
+                entry_new(s, node.parent, node.name);
+            cnode_clear(&node);
+            break;
+        }
+    }
 }
 
 void fs_notify_init(struct fs_store *s, struct sync_notify *n)

@@ -1,0 +1,143 @@
+/* test_mount_sync_full.c - the cache's disk fills up under a writer: every
+ * close that returned success keeps its content, and once the disk has
+ * room again the mount shows it and the sync pushes it, without a remount.
+ *
+ * The cache directory is a small tmpfs the test mounts (as root, as CI
+ * runs) and grows later with a remount; notes are written until the
+ * writes fail with ENOSPC.  Some closes then return before the commit that
+ * carries them fails (the journal of closed files keeps them,
+ * cache/journal.c): those are the cases this suite is about, and the test
+ * checks from the daemon's log that the run met at least one. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mnt.h"
+#include "test_mount_sync.h"
+
+static bool tmpfs_mounted;
+
+static void setup(void)
+{
+    static const char *const seed[] = {"/notes/seed.md", "seed\n", NULL};
+    sy_start(seed);
+    if (geteuid() != 0)
+        cr_skip_test("mounting a tmpfs for the cache needs root");
+    cr_assert(mkdir(E.cache, 0700) == 0 || errno == EEXIST, "cannot make %s", E.cache);
+    cr_assert_eq(mount("tmpfs", E.cache, "tmpfs", 0, "size=3m,mode=0700"), 0,
+                 "cannot mount a tmpfs at %s: %s", E.cache, strerror(errno));
+    tmpfs_mounted = true;
+    sy_mount(false, "");
+}
+
+static void teardown(void)
+{
+    mnt_stop_daemons(&E);
+    if (tmpfs_mounted && umount2(E.cache, MNT_DETACH) != 0)
+        cr_log_error("cannot unmount the tmpfs at %s: %s", E.cache, strerror(errno));
+    tmpfs_mounted = false;
+    sy_stop();
+}
+
+TestSuite(mount_sync_full, .init = setup, .fini = teardown, .timeout = 240);
+
+struct note {
+    char path[500];
+    char *body;
+};
+
+/* Writes notes n001.md, ... until 20 have failed (or 300 were tried), each
+ * with one open, write and close; keeps those whose every call succeeded.
+ * pause: sleep 20 ms between a note's open and its write, so that its
+ * create is committed before the commit carrying its content fails. */
+static size_t fill(struct note *v, size_t cap, bool pause, unsigned seed, int *failed)
+{
+    size_t n = 0;
+    *failed = 0;
+    for (int i = 1; i <= 300 && *failed < 20 && n < cap; i++) {
+        size_t len = 200 + (size_t)(rand_r(&seed) % 60000);
+        char *body = malloc(len + 1);
+        cr_assert_not_null(body);
+        for (size_t k = 0; k < len; k++)
+            body[k] = k % 64 == 63 ? '\n' : (char)('a' + (i + k) % 26);
+        body[len] = '\0';
+        snprintf(v[n].path, sizeof(v[n].path), "%s/%s%03d.md", mnt, pause ? "p" : "n", i);
+        bool ok = false;
+        int fd = open(v[n].path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            if (pause)
+                nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+            ok = write(fd, body, len) == (ssize_t)len;
+            ok = close(fd) == 0 && ok;
+        }
+        if (ok) {
+            v[n++].body = body;
+        } else {
+            free(body);
+            ++*failed;
+        }
+    }
+    return n;
+}
+
+static void run(bool pause)
+{
+    static struct note v[300];
+    int failed = 0;
+    size_t n = fill(v, 300, pause, pause ? 7 : 3, &failed);
+    cr_assert_gt(failed, 0, "the cache's disk never filled up (%zu notes written)", n);
+    cr_assert_gt(n, 0, "no note could be written");
+    /* What a reader looks at while the disk is full: the kernel keeps
+     * these attributes and listings. */
+    char *out = NULL;
+    (void)sy_run(&out, "ls -laR . >/dev/null 2>&1; cat ./*.md >/dev/null 2>&1; true");
+    free(out);
+
+    cr_assert_eq(mount("tmpfs", E.cache, "tmpfs", MS_REMOUNT, "size=64m,mode=0700"), 0,
+                 "cannot grow the tmpfs: %s", strerror(errno));
+    cr_assert(sy_wait_log("files closed before a failed commit are in the cache again", NULL, 1,
+                          WITHIN),
+              "the run met no commit that failed after its closes returned; log:\n%s",
+              sy_log_grep("cache"));
+    sy_after_sync();
+    cr_assert(sy_wait_clean(WITHIN), "changes still pending after the disk has room again");
+
+    cJSON *list = sy_list();
+    int unread = 0, unpushed = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *got = mnt_read(v[i].path, NULL);
+        if (!got || strcmp(got, v[i].body) != 0) {
+            cr_log_error("%s: the mount shows %zu bytes of %zu", v[i].path,
+                         got ? strlen(got) : 0, strlen(v[i].body));
+            unread++;
+        }
+        free(got);
+        const cJSON *m = sy_find(list, v[i].path + strlen(mnt));
+        const cJSON *c = m ? cJSON_GetObjectItemCaseSensitive(m, "content") : NULL;
+        if (!cJSON_IsString(c) || strcmp(c->valuestring, v[i].body) != 0) {
+            cr_log_error("%s: not in the store as it was closed", v[i].path + strlen(mnt));
+            unpushed++;
+        }
+        free(v[i].body);
+    }
+    cJSON_Delete(list);
+    cr_expect_eq(unread, 0, "%d of %zu closed notes read back otherwise", unread, n);
+    cr_expect_eq(unpushed, 0, "%d of %zu closed notes not in the store", unpushed, n);
+}
+
+Test(mount_sync_full, closes_a_failed_commit_left_to_the_journal_are_pushed_once_there_is_room)
+{
+    run(false);
+}
+
+Test(mount_sync_full, a_file_read_while_the_disk_was_full_shows_its_closed_content_after)
+{
+    run(true);
+}

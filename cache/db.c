@@ -257,7 +257,11 @@ int db_exec(struct cache *c, const char *sql)
     char *err = NULL;
     int rc = sqlite3_exec(c->db, sql, NULL, NULL, &err);
     if (rc != SQLITE_OK) {
-        log_error("cache database error", "op", sql, "error", err ? err : "?");
+        /* The schema is several kilobytes of statements: its start names it. */
+        char op[72];
+        size_t n = strlen(sql);
+        snprintf(op, sizeof(op), "%.*s%s", n < 64 ? (int)n : 60, sql, n < 64 ? "" : " ...");
+        log_error("cache database error", "op", op, "error", err ? err : "?");
         sqlite3_free(err);
         return db_errno(rc);
     }

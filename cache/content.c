@@ -178,6 +178,11 @@ static int save_closed(struct cache *c, struct content_args *a)
         struct db_jrec r = {a->ino, a->store, a->path, a->sha, a->expect, a->mtime, a->held,
                             a->buf, a->len};
         recorded = db_journal_add(c, &r) == 0;
+        /* Replayed, the record sets the node's content and held state: the
+         * marks of the node written before it are replaced (a moved node's
+         * close becomes a conflict record and leaves the node alone). */
+        if (recorded && !a->moved)
+            db_marks_superseded(c, a->ino);
         if (recorded && a->then)
             a->then->fn(a->then->arg);
     }

@@ -88,7 +88,8 @@ struct cache {
      * hold what the failed commit's rollback showed of them. */
     uint64_t *replayed;
     size_t n_replayed, cap_replayed;
-    bool jtell; /* set while db_journal_retry replays */
+    bool jtell;      /* set while db_journal_retry replays */
+    bool jtell_lost; /* a node could not be noted (no memory) */
     void (*replay_hook)(void *arg, const uint64_t *inos, size_t n);
     void *replay_arg;
     struct timespec jstuck_since;

@@ -267,9 +267,10 @@ static int apply_record(struct cache *c, const struct jhdr *h, const char *store
         rc = db_content_put(c, ino, buf, h->len, h->mtime, sha, h->has_expect ? expect : NULL,
                             h->held, &kept);
     if (!rc && c->jtell) {
-        rc = tell(c, h->ino);
-        if (!rc && ino != h->ino)
-            rc = tell(c, ino);
+        /* No room to note it (no memory): the kernel keeps what it showed
+         * until its attributes expire; the replay goes on. */
+        if (tell(c, h->ino) != 0 || (ino != h->ino && tell(c, ino) != 0))
+            c->jtell_lost = true;
     }
     switch (rc) {
     case -EROFS: case -ENOENT: case -EISDIR: case -ENOTDIR: case -EEXIST: case -EPERM:
@@ -547,7 +548,6 @@ int db_journal_add(struct cache *c, const struct db_jrec *r)
     c->jend += (off_t)want;
     if (written > c->jsize)
         c->jsize = written;
-    db_marks_superseded(c, r->ino);
     return 0;
 }
 
@@ -591,9 +591,15 @@ int db_journal_retry(struct cache *c)
         return rc;
     }
     log_info("files closed before a failed commit are in the cache again");
-    /* The saver tells the kernel (saved.c), outside the lock. */
-    if (c->n_replayed > told && c->saver_running && c->saver_idle)
+    /* The saver tells the kernel (saved.c), outside the lock: woken now
+     * from an untimed or a timed wait alike. */
+    if (c->n_replayed > told && c->saver_running)
         pthread_cond_signal(&c->saved_cond);
+    if (c->jtell_lost) {
+        c->jtell_lost = false;
+        log_warn("cannot note the files put back from the journal (no memory); the kernel may "
+                 "show their earlier size and content until it looks again");
+    }
     c->jstuck = false;
     c->jepoch = epoch;
     next_epoch(c);

@@ -203,10 +203,21 @@ static bool next_deadline(struct cache *c, struct timespec *until)
  * the lock: the kernel's invalidation may wait for a request in flight,
  * which may wait for the lock.  The caller holds it; it is held again on
  * return. */
+static int cmp_ino(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static void tell_replayed(struct cache *c)
 {
     uint64_t *v = c->replayed;
-    size_t n = c->n_replayed;
+    size_t n = 0;
+    /* Once each: a file closed several times has a record for each close. */
+    qsort(v, c->n_replayed, sizeof(*v), cmp_ino);
+    for (size_t i = 0; i < c->n_replayed; i++)
+        if (!n || v[i] != v[n - 1])
+            v[n++] = v[i];
     void (*fn)(void *, const uint64_t *, size_t) = c->replay_hook;
     void *arg = c->replay_arg;
     c->replayed = NULL;
@@ -325,7 +336,11 @@ int cache_mark_saved(struct cache *c, uint64_t ino)
         }
         c->saved[c->n_saved++] = ino;
     } else {
-        rc = mark_saved_now(c, ino); /* no room or no saver: now */
+        /* No room or no saver: now, after the closes a failed commit left
+         * to the journal (the mark must not come before their record). */
+        rc = db_journal_retry(c);
+        if (!rc)
+            rc = mark_saved_now(c, ino);
     }
     db_unlock(c);
     return rc;

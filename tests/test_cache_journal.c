@@ -34,6 +34,7 @@
 
 #include "cache.h"
 #include "db_internal.h" /* the connection, to make one commit fail */
+#include "failcommit.h"
 
 static char dir[64], sub[96];
 #define ST "memstore_j"
@@ -536,18 +537,6 @@ Test(cache_journal, a_live_journal_is_left_alone_and_a_clean_close_removes_it)
     cache_close(&c);
 }
 
-static int fail_commits;
-
-static int commit_hook(void *arg)
-{
-    (void)arg;
-    if (fail_commits > 0) {
-        fail_commits--;
-        return 1; /* this COMMIT becomes a ROLLBACK */
-    }
-    return 0;
-}
-
 /* A file closed into the lazy transaction, which a failed commit then
  * rolls back: the file's node and content are gone from the database. */
 static void close_then_fail_commit(struct cache *c, uint64_t root)
@@ -555,8 +544,7 @@ static void close_then_fail_commit(struct cache *c, uint64_t root)
     struct cnode f, g;
     cr_assert_eq(cache_create_open(c, root, "lost.md", 1, &f), 0);
     cr_assert_eq(cache_create(c, root, "other.md", false, 1, &g), 0);
-    sqlite3_commit_hook(c->db, commit_hook, NULL);
-    fail_commits = 1;
+    fail_next_commits(c->db, 1);
     cr_assert_eq(cache_save_closed(c, f.ino, "closed\n", 7, 2, f.sha, NULL), 0);
     int64_t t = 5;
     (void)cache_set_times(c, g.ino, NULL, &t); /* its commit carries the close */
@@ -620,8 +608,7 @@ Test(cache_journal, a_write_whose_commit_fails_reports_the_failure)
     cr_assert_eq(cache_create_open(c, root, "a.md", 1, &f), 0);
     cr_assert_eq(cache_create(c, root, "b.md", false, 1, &g), 0);
     cr_assert_eq(cache_save_closed(c, f.ino, "a\n", 2, 2, f.sha, NULL), 0);
-    sqlite3_commit_hook(c->db, commit_hook, NULL);
-    fail_commits = 1;
+    fail_next_commits(c->db, 1);
     int64_t t = 5;
     int rc = cache_set_times(c, g.ino, NULL, &t);
     cr_assert_eq(fail_commits, 0, "no commit came");
@@ -764,8 +751,7 @@ Test(cache_journal, an_ino_told_for_a_row_a_failed_commit_undid_is_not_reused)
     struct cache_then then = {count_told, NULL};
     cr_assert_eq(cache_create_open_then(c, root, "told.md", 1, &f, &then), 0);
     cr_assert_eq(told, 1);
-    sqlite3_commit_hook(c->db, commit_hook, NULL);
-    fail_commits = 1;
+    fail_next_commits(c->db, 1);
     cr_expect_neq(cache_create(c, root, "other.md", false, 1, &g), 0,
                   "the commit carrying the lazy create did not fail");
     cr_assert_eq(fail_commits, 0, "no commit came");
@@ -795,8 +781,7 @@ Test(cache_journal, a_told_file_a_failed_commit_undid_comes_back_under_its_ino)
     cr_assert_eq(cache_create_open_then(c, root, "told.md", 1, &f, &then), 0);
     cr_assert_eq(told, 1);
     cr_assert_eq(cache_save_closed(c, f.ino, "closed\n", 7, 2, f.sha, NULL), 0);
-    sqlite3_commit_hook(c->db, commit_hook, NULL);
-    fail_commits = 1;
+    fail_next_commits(c->db, 1);
     cr_expect_neq(cache_create(c, root, "other.md", false, 1, &g), 0,
                   "the commit carrying the lazy create did not fail");
     cr_assert_eq(fail_commits, 0, "no commit came");

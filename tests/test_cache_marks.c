@@ -15,6 +15,7 @@
 
 #include "cache.h"
 #include "db_internal.h" /* the connection, to make one commit fail */
+#include "failcommit.h"
 
 static char dir[64];
 static struct cache *C;
@@ -38,18 +39,6 @@ static void teardown(void)
 }
 
 TestSuite(cache_marks, .init = setup, .fini = teardown, .timeout = 30);
-
-static int fail_commits;
-
-static int commit_hook(void *arg)
-{
-    (void)arg;
-    if (fail_commits > 0) {
-        fail_commits--;
-        return 1; /* this COMMIT becomes a ROLLBACK */
-    }
-    return 0;
-}
 
 static int unsaved_of(uint64_t ino)
 {
@@ -93,8 +82,7 @@ static void closed_then_failed_commit(struct cnode *f, bool closed_again_held)
     cr_assert_eq(cache_create_open(C, root, "b.md", 1, &g), 0);
     if (closed_again_held)
         cr_assert_eq(cache_save_closed(C, f->ino, "again\n", 6, 3, sha, NULL), 0);
-    sqlite3_commit_hook(C->db, commit_hook, NULL);
-    fail_commits = 1;
+    fail_next_commits(C->db, 1);
     int64_t t = 5;
     (void)cache_set_times(C, h.ino, NULL, &t); /* its commit carries the rest */
     cr_assert_eq(fail_commits, 0, "no commit came");

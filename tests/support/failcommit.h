@@ -1,0 +1,30 @@
+/* failcommit.h - makes the next commits of a cache's SQLite connection
+ * fail, as a full disk would: SQLite's commit hook turns each into a
+ * rollback.  For the cache tests that need a failed commit without a
+ * mount (a full tmpfs is test_mount_sync_full.c's way). */
+#ifndef MFS_TEST_FAILCOMMIT_H
+#define MFS_TEST_FAILCOMMIT_H
+
+#include <sqlite3.h>
+
+/* Commits still to fail: 0 once they all came. */
+static int fail_commits;
+
+static int fail_commit_hook(void *arg)
+{
+    (void)arg;
+    if (fail_commits > 0) {
+        fail_commits--;
+        return 1; /* this COMMIT becomes a ROLLBACK */
+    }
+    return 0;
+}
+
+/* The next n commits on db fail. */
+static inline void fail_next_commits(sqlite3 *db, int n)
+{
+    sqlite3_commit_hook(db, fail_commit_hook, NULL);
+    fail_commits = n;
+}
+
+#endif

@@ -268,6 +268,19 @@ int db_exec(struct cache *c, const char *sql)
     return 0;
 }
 
+int db_pragma_int(struct cache *c, const char *sql, int64_t *v)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, sql, &st);
+    if (rc)
+        return rc;
+    rc = sqlite3_step(st);
+    *v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(c, rc, sql);
+    db_finish(c, st);
+    return rc;
+}
+
 int db_exec_bound(struct cache *c, const char *sql, const char *text)
 {
     sqlite3_stmt *st;
@@ -544,8 +557,14 @@ int cache_open(const char *dir, struct cache **out)
     }
     sqlite3_busy_timeout(c->db, 10000);
     /* A new database gives freed pages back to the file system on demand
-     * (incremental vacuum, cache/gc.c); set before its first table. */
-    rc = db_exec(c, "PRAGMA auto_vacuum=INCREMENTAL;");
+     * (incremental vacuum, cache/gc.c); set before its first table.  Set
+     * only where it differs: setting it writes the header, which fails on
+     * a full disk, and a command that only reads (conflicts, log) must
+     * still open the cache there. */
+    int64_t vacuum = -1;
+    rc = db_pragma_int(c, "PRAGMA auto_vacuum", &vacuum);
+    if (!rc && vacuum != 2)
+        rc = db_exec(c, "PRAGMA auto_vacuum=INCREMENTAL;");
     /* The WAL is checkpointed every 1,000 pages (SQLite's default: more
      * often costs a sync each time), by a thread of its own (ckpt.c; by
      * the commit past 4,000), and written over from its beginning when it

@@ -133,6 +133,8 @@ void db_finish(struct cache *c, sqlite3_stmt *st);
 /* Runs sql with no results. */
 int db_exec(struct cache *c, const char *sql);
 /* Runs one statement with no results, its ?1 bound to text. */
+/* The first column of the first row of a PRAGMA (0 when none). */
+int db_pragma_int(struct cache *c, const char *sql, int64_t *v);
 int db_exec_bound(struct cache *c, const char *sql, const char *text);
 /* A write transaction: BEGIN IMMEDIATE, or a savepoint of the open lazy
  * transaction (saved.c), which the commit then commits with it; a

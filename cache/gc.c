@@ -64,19 +64,6 @@ int cache_gc_blobs(struct cache *c)
     return rc;
 }
 
-static int pragma_int(struct cache *c, const char *sql, int64_t *v)
-{
-    sqlite3_stmt *st;
-    int rc = db_prepare(c, sql, &st);
-    if (rc)
-        return rc;
-    rc = sqlite3_step(st);
-    *v = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(c, rc, sql);
-    db_finish(c, st);
-    return rc;
-}
-
 /* Checkpoints the WAL and cuts it to nothing, never waiting (another
  * process may be reading); the checkpointer's passes are held off
  * meanwhile (they would make it busy).  Caller holds c->lock. */
@@ -107,7 +94,7 @@ int db_reclaim(struct cache *c)
     uint64_t freed = 0;
     int rc = gc_blobs_locked(c, &freed);
     if (!rc)
-        rc = pragma_int(c, "PRAGMA auto_vacuum", &mode);
+        rc = db_pragma_int(c, "PRAGMA auto_vacuum", &mode);
     if (!rc && mode != 2) {
         /* Made by an older build: one VACUUM turns incremental vacuum on
          * (the connection asked for it) and drops the free pages.  Another
@@ -165,7 +152,7 @@ int cache_usage(struct cache *c, struct cache_usage *u)
     int rc = content_bytes(c, &u->content_bytes, &u->blobs);
     int64_t v = 0;
     if (!rc)
-        rc = pragma_int(c, "SELECT count(*) FROM nodes WHERE evicted IS sha AND unlinked = 0"
+        rc = db_pragma_int(c, "SELECT count(*) FROM nodes WHERE evicted IS sha AND unlinked = 0"
                            " AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.sha = nodes.sha)", &v);
     u->evicted_files = (uint64_t)v;
     u->db_bytes = file_size(c->dir, "cache.db");

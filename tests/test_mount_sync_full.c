@@ -7,7 +7,8 @@
  * writes fail with ENOSPC.  Some closes then return before the commit that
  * carries them fails (the journal of closed files keeps them,
  * cache/journal.c): those are the cases this suite is about, and the test
- * checks from the daemon's log that the run met at least one. */
+ * checks from the daemon's log that the run met at least one.  And the
+ * conflict records stay readable while the disk is full. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -140,4 +141,45 @@ Test(mount_sync_full, closes_a_failed_commit_left_to_the_journal_are_pushed_once
 Test(mount_sync_full, a_file_read_while_the_disk_was_full_shows_its_closed_content_after)
 {
     run(true);
+}
+
+/* What the store won over stays readable while the disk is full: the
+ * conflicts commands only read the cache (opening it wrote its header
+ * before, and failed there with ENOSPC). */
+Test(mount_sync_full, the_conflict_records_are_read_while_the_disk_is_full)
+{
+    char *id = sy_id("/notes/seed.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    cr_assert_eq(sy_run(NULL, "printf 'local edit\\n' > notes/seed.md"), 0);
+    cr_assert_eq(sy_remote_update(id, "{\"content\":\"remote edit\\n\"}"), 200);
+    sy_after_sync();
+    cr_assert(mnt_wait_sh(&E, WITHIN, "test \"$(cat '%s/notes/seed.md')\" = 'remote edit'", mnt),
+              "the store's version did not win");
+    free(id);
+
+    /* Every block taken, by a file beside the cache. */
+    char filler[400];
+    snprintf(filler, sizeof(filler), "%s/filler", E.cache);
+    int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(fd, 0);
+    static char zeros[4096];
+    ssize_t w;
+    while ((w = write(fd, zeros, sizeof(zeros))) > 0)
+        ;
+    cr_assert(w < 0 && errno == ENOSPC, "the disk did not fill up: %s", strerror(errno));
+    while (write(fd, zeros, 1) > 0) /* the last bytes of a block */
+        ;
+    close(fd);
+
+    char *out = NULL;
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts --cache-dir \"$CACHE\""), 0, "%s", out);
+    cr_expect(out && strstr(out, "/notes/seed.md"), "not listed: %s", out);
+    free(out);
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts show 1 --cache-dir \"$CACHE\""), 0, "%s", out);
+    cr_expect_str_eq(out, "local edit\n");
+    free(out);
+    (void)mnt_sh(&E, &out, "$MFS conflicts diff 1 --cache-dir \"$CACHE\"");
+    cr_expect(out && strstr(out, "-local edit") && strstr(out, "+remote edit"), "diff: %s", out);
+    free(out);
 }

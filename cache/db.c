@@ -175,9 +175,37 @@ int db_errno(int rc)
     }
 }
 
+/* "cache database error": a failure that repeats (the same op and error,
+ * as a full disk gives every retry of the journal, each second) is logged
+ * again only a minute after it last was, with how many times it came
+ * meanwhile; another failure is logged at once.  Caller holds c->lock. */
+static void log_db_error(struct cache *c, const char *op, const char *err)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    bool same = strncmp(c->err_op, op, sizeof(c->err_op) - 1) == 0 &&
+                strncmp(c->err_msg, err, sizeof(c->err_msg) - 1) == 0;
+    if (same && c->err_logged_ms && ms - c->err_logged_ms < 60000) {
+        c->err_repeats++;
+        return;
+    }
+    if (same && c->err_repeats) {
+        char n[24];
+        snprintf(n, sizeof(n), "%llu", (unsigned long long)c->err_repeats);
+        log_error("cache database error", "op", op, "error", err, "repeated", n);
+    } else {
+        log_error("cache database error", "op", op, "error", err);
+    }
+    snprintf(c->err_op, sizeof(c->err_op), "%s", op);
+    snprintf(c->err_msg, sizeof(c->err_msg), "%s", err);
+    c->err_logged_ms = ms;
+    c->err_repeats = 0;
+}
+
 int db_fail(struct cache *c, int rc, const char *what)
 {
-    log_error("cache database error", "op", what, "error", sqlite3_errmsg(c->db));
+    log_db_error(c, what, sqlite3_errmsg(c->db));
     return db_errno(rc);
 }
 
@@ -261,7 +289,7 @@ int db_exec(struct cache *c, const char *sql)
         char op[72];
         size_t n = strlen(sql);
         snprintf(op, sizeof(op), "%.*s%s", n < 64 ? (int)n : 60, sql, n < 64 ? "" : " ...");
-        log_error("cache database error", "op", op, "error", err ? err : "?");
+        log_db_error(c, op, err ? err : "?");
         sqlite3_free(err);
         return db_errno(rc);
     }

@@ -88,6 +88,11 @@ struct cache {
      * hold what the failed commit's rollback showed of them. */
     uint64_t *replayed;
     size_t n_replayed, cap_replayed;
+    /* The last "cache database error" logged (db.c, log_db_error): its
+     * op and error, when (CLOCK_MONOTONIC ms), and the repeats since. */
+    char err_op[72], err_msg[96];
+    int64_t err_logged_ms;
+    uint64_t err_repeats;
     bool jtell;      /* set while db_journal_retry replays */
     bool jtell_lost; /* a node could not be noted (no memory) */
     void (*replay_hook)(void *arg, const uint64_t *inos, size_t n);

@@ -16,6 +16,7 @@
 #include "cache.h"
 #include "db_internal.h" /* the connection, to make one commit fail */
 #include "failcommit.h"
+#include "log.h"
 
 static char dir[64];
 static struct cache *C;
@@ -162,4 +163,29 @@ Test(cache_marks, the_replay_names_the_nodes_it_changed)
     }
     cr_expect(seen, "the hook was not told of the file the replay put back (%zu told)", n_told);
     cnode_clear(&f);
+}
+
+/* A failure that repeats (a full disk fails every retry) is logged once,
+ * not at each retry (again a minute later, with its count). */
+Test(cache_marks, a_repeated_database_error_is_logged_once)
+{
+    FILE *log = tmpfile();
+    cr_assert_not_null(log);
+    log_set_stream(log);
+    fail_next_commits(C->db, 5);
+    for (int i = 0; i < 5; i++) {
+        char name[16];
+        struct cnode d;
+        snprintf(name, sizeof(name), "d%d", i);
+        cr_expect_neq(cache_create(C, root, name, true, 1, &d), 0, "a commit did not fail");
+    }
+    cr_assert_eq(fail_commits, 0);
+    log_set_stream(stderr);
+    rewind(log);
+    char line[1024];
+    int commits = 0;
+    while (fgets(line, sizeof(line), log))
+        commits += strstr(line, "cache database error") && strstr(line, "op=COMMIT");
+    fclose(log);
+    cr_expect_eq(commits, 1, "the same failure logged %d times", commits);
 }

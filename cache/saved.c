@@ -199,16 +199,16 @@ static bool next_deadline(struct cache *c, struct timespec *until)
     return any;
 }
 
-/* Hands the nodes a replay of the journal changed to the hook, without
- * the lock: the kernel's invalidation may wait for a request in flight,
- * which may wait for the lock.  The caller holds it; it is held again on
- * return. */
 static int cmp_ino(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
+/* Hands the nodes a replay of the journal changed to the hook, without
+ * the lock: the kernel's invalidation may wait for a request in flight,
+ * which may wait for the lock.  The caller holds it; it is held again on
+ * return. */
 static void tell_replayed(struct cache *c)
 {
     uint64_t *v = c->replayed;

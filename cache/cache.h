@@ -77,6 +77,12 @@ struct cache_then {
 /* Opens (creating as needed, mode 0700) DIR/cache.db.  *out is freed with
  * cache_close, which accepts NULL and NULLs the pointer. */
 int cache_open(const char *dir, struct cache **out);
+/* cache_open for a command that reads records (conflicts): when the cache
+ * cannot be written (a full disk, a quota, a read-only file system), the
+ * closes a stopped daemon left in its journal and the clean-up of an
+ * older build's leftovers wait for a later open instead of failing this
+ * one. */
+int cache_open_reader(const char *dir, struct cache **out);
 void cache_close(struct cache **c);
 /* Process-wide counts of the cache's WAL I/O (cache/walbuf.c): the writes
  * SQLite made to write-ahead logs, and the calls that reached the file

@@ -178,29 +178,56 @@ int db_errno(int rc)
 /* "cache database error": a failure that repeats (the same op and error,
  * as a full disk gives every retry of the journal, each second) is logged
  * again only a minute after it last was, with how many times it came
- * meanwhile; another failure is logged at once.  Caller holds c->lock. */
+ * meanwhile (repeated=N); another failure is logged at once.  A few such
+ * failures are followed at a time (they may alternate); one pushed out,
+ * or still counted when an outage ends or the cache closes, is logged
+ * with its count then (db_errors_flush).  Caller holds c->lock. */
+static void log_repeats(const struct db_errlog *e)
+{
+    char n[24];
+    snprintf(n, sizeof(n), "%llu", (unsigned long long)e->repeats);
+    log_error("cache database error", "op", e->op, "error", e->msg, "repeated", n);
+}
+
 static void log_db_error(struct cache *c, const char *op, const char *err)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     int64_t ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-    bool same = strncmp(c->err_op, op, sizeof(c->err_op) - 1) == 0 &&
-                strncmp(c->err_msg, err, sizeof(c->err_msg) - 1) == 0;
-    if (same && c->err_logged_ms && ms - c->err_logged_ms < 60000) {
-        c->err_repeats++;
+    struct db_errlog *e = NULL, *oldest = &c->errs[0];
+    for (size_t i = 0; i < DB_ERRLOGS && !e; i++) {
+        struct db_errlog *x = &c->errs[i];
+        if (x->logged_ms && strncmp(x->op, op, sizeof(x->op) - 1) == 0 &&
+            strncmp(x->msg, err, sizeof(x->msg) - 1) == 0)
+            e = x;
+        else if (x->logged_ms < oldest->logged_ms)
+            oldest = x;
+    }
+    if (e && ms - e->logged_ms < 60000) {
+        e->repeats++;
         return;
     }
-    if (same && c->err_repeats) {
-        char n[24];
-        snprintf(n, sizeof(n), "%llu", (unsigned long long)c->err_repeats);
-        log_error("cache database error", "op", op, "error", err, "repeated", n);
+    if (e && e->repeats) {
+        log_repeats(e);
     } else {
+        if (!e && oldest->repeats)
+            log_repeats(oldest); /* pushed out: its count now */
         log_error("cache database error", "op", op, "error", err);
+        e = e ? e : oldest;
     }
-    snprintf(c->err_op, sizeof(c->err_op), "%s", op);
-    snprintf(c->err_msg, sizeof(c->err_msg), "%s", err);
-    c->err_logged_ms = ms;
-    c->err_repeats = 0;
+    snprintf(e->op, sizeof(e->op), "%s", op);
+    snprintf(e->msg, sizeof(e->msg), "%s", err);
+    e->logged_ms = ms;
+    e->repeats = 0;
+}
+
+void db_errors_flush(struct cache *c)
+{
+    for (size_t i = 0; i < DB_ERRLOGS; i++) {
+        if (c->errs[i].repeats)
+            log_repeats(&c->errs[i]);
+        memset(&c->errs[i], 0, sizeof(c->errs[i]));
+    }
 }
 
 int db_fail(struct cache *c, int rc, const char *what)
@@ -556,7 +583,13 @@ static int add_column(struct cache *c, const char *table, const char *column, co
     return rc;
 }
 
-int cache_open(const char *dir, struct cache **out)
+/* What a full disk, a quota or a read-only file system answers a write. */
+static bool no_room(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT || rc == -EROFS;
+}
+
+static int open_cache(const char *dir, bool reader, struct cache **out)
 {
     *out = NULL;
     int rc = 0;
@@ -623,6 +656,14 @@ int cache_open(const char *dir, struct cache **out)
      * were freed may hold hundreds of MB nothing refers to). */
     if (!rc)
         rc = db_reclaim(c);
+    /* A command that only reads records reads them without that work when
+     * nothing can be written: its journals stay for the next open. */
+    if (rc && reader && no_room(rc)) {
+        log_warn("the cache cannot be written, so what a stopped daemon left in its journal is "
+                 "applied at a later open; reading it as it is", "dir", dir, "error",
+                 strerror(-rc));
+        rc = 0;
+    }
     if (rc)
         goto fail;
     int krc = db_ckpt_start(c, file);
@@ -638,6 +679,16 @@ fail:
     return rc ? rc : -EIO;
 }
 
+int cache_open(const char *dir, struct cache **out)
+{
+    return open_cache(dir, false, out);
+}
+
+int cache_open_reader(const char *dir, struct cache **out)
+{
+    return open_cache(dir, true, out);
+}
+
 void cache_close(struct cache **cp)
 {
     struct cache *c = cp ? *cp : NULL;
@@ -649,6 +700,7 @@ void cache_close(struct cache **cp)
         (void)db_settle(c);
         (void)db_journal_retry(c); /* if stuck; else the next open applies them */
         db_journal_close(c);
+        db_errors_flush(c);
         pthread_mutex_unlock(&c->lock);
         db_ckpt_stop(c); /* its connection closes first: the last one removes the WAL */
     }

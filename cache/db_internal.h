@@ -44,6 +44,15 @@ struct db_kept {
     bool busy;         /* lent out: between db_prepare and db_finish */
 };
 
+/* A "cache database error" logged: its op and error, when
+ * (CLOCK_MONOTONIC ms; 0: a free slot), and the repeats not logged since. */
+#define DB_ERRLOGS 4
+struct db_errlog {
+    char op[72], msg[96];
+    int64_t logged_ms;
+    uint64_t repeats;
+};
+
 struct cache {
     sqlite3 *db;           /* guarded by lock */
     struct db_kept kept[DB_KEPT]; /* guarded by lock; finalized by cache_close */
@@ -88,11 +97,8 @@ struct cache {
      * hold what the failed commit's rollback showed of them. */
     uint64_t *replayed;
     size_t n_replayed, cap_replayed;
-    /* The last "cache database error" logged (db.c, log_db_error): its
-     * op and error, when (CLOCK_MONOTONIC ms), and the repeats since. */
-    char err_op[72], err_msg[96];
-    int64_t err_logged_ms;
-    uint64_t err_repeats;
+    /* The last "cache database error"s logged (db.c, log_db_error). */
+    struct db_errlog errs[DB_ERRLOGS];
     bool jtell;      /* set while db_journal_retry replays */
     bool jtell_lost; /* a node could not be noted (no memory) */
     void (*replay_hook)(void *arg, const uint64_t *inos, size_t n);
@@ -129,6 +135,9 @@ void db_done(sqlite3_stmt *st);
 int db_errno(int rc);
 /* Logs a SQLite failure (with the statement's text) and returns db_errno. */
 int db_fail(struct cache *c, int rc, const char *what);
+/* Logs the counts of the repeated failures not logged yet, and forgets
+ * them: an outage is over (the stuck journal applied) or the cache closes. */
+void db_errors_flush(struct cache *c);
 
 /* A statement for sql, kept from an earlier call when there is one (see
  * DB_KEPT); the caller holds c->lock and gives it back with db_finish
@@ -137,9 +146,9 @@ int db_prepare(struct cache *c, const char *sql, sqlite3_stmt **st);
 void db_finish(struct cache *c, sqlite3_stmt *st);
 /* Runs sql with no results. */
 int db_exec(struct cache *c, const char *sql);
-/* Runs one statement with no results, its ?1 bound to text. */
 /* The first column of the first row of a PRAGMA (0 when none). */
 int db_pragma_int(struct cache *c, const char *sql, int64_t *v);
+/* Runs one statement with no results, its ?1 bound to text. */
 int db_exec_bound(struct cache *c, const char *sql, const char *text);
 /* A write transaction: BEGIN IMMEDIATE, or a savepoint of the open lazy
  * transaction (saved.c), which the commit then commits with it; a

@@ -590,6 +590,7 @@ int db_journal_retry(struct cache *c)
         clock_gettime(CLOCK_MONOTONIC, &c->jstuck_since);
         return rc;
     }
+    db_errors_flush(c);
     log_info("files closed before a failed commit are in the cache again");
     /* The saver tells the kernel (saved.c), outside the lock: woken now
      * from an untimed or a timed wait alike. */

@@ -119,7 +119,7 @@ int conflict_caches(const char *dir, char ***v, size_t *n)
 
 int conflict_open(const char *dir, struct cache **c)
 {
-    int rc = cache_open(dir, c);
+    int rc = cache_open_reader(dir, c);
     if (rc)
         fprintf(stderr, "memstorefs conflicts: cannot open the cache in %s: %s\n", dir,
                 strerror(-rc));

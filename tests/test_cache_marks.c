@@ -166,7 +166,8 @@ Test(cache_marks, the_replay_names_the_nodes_it_changed)
 }
 
 /* A failure that repeats (a full disk fails every retry) is logged once,
- * not at each retry (again a minute later, with its count). */
+ * not at each retry, and its count when the cache closes (or an outage
+ * ends, or a minute later); another failure is logged at once. */
 Test(cache_marks, a_repeated_database_error_is_logged_once)
 {
     FILE *log = tmpfile();
@@ -180,12 +181,27 @@ Test(cache_marks, a_repeated_database_error_is_logged_once)
         cr_expect_neq(cache_create(C, root, name, true, 1, &d), 0, "a commit did not fail");
     }
     cr_assert_eq(fail_commits, 0);
+    /* Another failure is logged at once: a statement on a table gone. */
+    cr_assert_eq(sqlite3_exec(C->db, "DROP TABLE memvers", NULL, NULL, NULL), SQLITE_OK);
+    cr_expect_neq(cache_versions_prune(C, ST), 0);
+    /* The count of the repeats comes with the cache's close. */
+    cache_close(&C);
     log_set_stream(stderr);
     rewind(log);
     char line[1024];
-    int commits = 0;
-    while (fgets(line, sizeof(line), log))
-        commits += strstr(line, "cache database error") && strstr(line, "op=COMMIT");
+    int commits = 0, counted = 0, others = 0;
+    while (fgets(line, sizeof(line), log)) {
+        if (!strstr(line, "cache database error"))
+            continue;
+        if (!strstr(line, "op=COMMIT"))
+            others++;
+        else if (strstr(line, "repeated=4"))
+            counted++;
+        else
+            commits++;
+    }
     fclose(log);
     cr_expect_eq(commits, 1, "the same failure logged %d times", commits);
+    cr_expect_eq(counted, 1, "its 4 repeats not counted at the close");
+    cr_expect_eq(others, 1, "another failure right after was not logged");
 }

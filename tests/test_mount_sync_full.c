@@ -12,6 +12,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,9 +144,28 @@ Test(mount_sync_full, a_file_read_while_the_disk_was_full_shows_its_closed_conte
     run(true);
 }
 
-/* What the store won over stays readable while the disk is full: the
- * conflicts commands only read the cache (opening it wrote its header
- * before, and failed there with ENOSPC). */
+/* Every block of the cache's disk taken, by a file beside the cache (made
+ * or grown). */
+static void fill_up(void)
+{
+    char filler[400];
+    snprintf(filler, sizeof(filler), "%s/filler", E.cache);
+    int fd = open(filler, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    cr_assert_geq(fd, 0);
+    static char zeros[4096];
+    ssize_t w;
+    while ((w = write(fd, zeros, sizeof(zeros))) > 0)
+        ;
+    cr_assert(w < 0 && errno == ENOSPC, "the disk did not fill up: %s", strerror(errno));
+    while (write(fd, zeros, 1) > 0) /* the last bytes of a block */
+        ;
+    close(fd);
+}
+
+/* What the store won over stays readable while the disk is full, with the
+ * daemon and after it stopped: the conflicts commands only read the cache
+ * (opening it wrote its header before, and failed there with ENOSPC; a
+ * journal the daemon left is applied at a later open). */
 Test(mount_sync_full, the_conflict_records_are_read_while_the_disk_is_full)
 {
     char *id = sy_id("/notes/seed.md");
@@ -158,28 +178,51 @@ Test(mount_sync_full, the_conflict_records_are_read_while_the_disk_is_full)
               "the store's version did not win");
     free(id);
 
-    /* Every block taken, by a file beside the cache. */
-    char filler[400];
-    snprintf(filler, sizeof(filler), "%s/filler", E.cache);
-    int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    cr_assert_geq(fd, 0);
-    static char zeros[4096];
-    ssize_t w;
-    while ((w = write(fd, zeros, sizeof(zeros))) > 0)
-        ;
-    cr_assert(w < 0 && errno == ENOSPC, "the disk did not fill up: %s", strerror(errno));
-    while (write(fd, zeros, 1) > 0) /* the last bytes of a block */
-        ;
-    close(fd);
+    /* A large note first: the daemon's journal keeps the blocks its record
+     * took, so the late note's record below needs none. */
+    cr_assert_eq(sy_run(NULL, "head -c 90000 /dev/zero | tr '\\0' a > big.md"), 0);
+    sy_after_sync(); /* committed, pushed, recorded: the log appends from here */
 
-    char *out = NULL;
-    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts --cache-dir \"$CACHE\""), 0, "%s", out);
-    cr_expect(out && strstr(out, "/notes/seed.md"), "not listed: %s", out);
-    free(out);
-    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts show 1 --cache-dir \"$CACHE\""), 0, "%s", out);
-    cr_expect_str_eq(out, "local edit\n");
-    free(out);
-    (void)mnt_sh(&E, &out, "$MFS conflicts diff 1 --cache-dir \"$CACHE\"");
-    cr_expect(out && strstr(out, "-local edit") && strstr(out, "+remote edit"), "diff: %s", out);
-    free(out);
+    fill_up();
+
+    /* A note closed now is in the daemon's journal only: the commit that
+     * would carry it needs new blocks for the write-ahead log and fails,
+     * and the daemon stops with the note still there. */
+    char late[500];
+    snprintf(late, sizeof(late), "%s/late.md", mnt);
+    cr_assert_eq(mnt_write(late, "late\n"), 0, "the late note failed:\n%s",
+                 sy_log_grep("cache"));
+
+    /* With the daemon, then once it is dead (diff then reads the cache too). */
+    for (int live = 1; live >= 0; live--) {
+        char *out = NULL;
+        if (!live) {
+            /* Killed, so that its journal holds the late note for the next
+             * open to apply, which cannot write now. */
+            pid_t pid = mnt_daemon_pid(&E);
+            cr_assert_gt(pid, 0);
+            kill(pid, SIGKILL);
+            for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+                usleep(100 * 1000);
+            cr_assert_neq(kill(pid, 0), 0, "the daemon (pid %d) did not die", (int)pid);
+            fill_up(); /* what its end gave back */
+        }
+        cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts --cache-dir \"$CACHE\""), 0, "%s", out);
+        cr_expect(out && strstr(out, "/notes/seed.md"), "not listed (daemon %d): %s", live, out);
+        if (!live)
+            cr_expect(out && strstr(out, "applied at a later open"),
+                      "the journal the daemon left was not there to apply: %s", out);
+        free(out);
+        cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts show 1 --cache-dir \"$CACHE\" 2>/dev/null"),
+                     0, "%s", out);
+        cr_expect_str_eq(out, "local edit\n");
+        free(out);
+        if (!live) {
+            cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts diff 1 --cache-dir \"$CACHE\""), 0,
+                         "%s", out);
+            cr_expect(out && strstr(out, "-local edit") && strstr(out, "+remote edit"),
+                      "diff: %s", out);
+            free(out);
+        }
+    }
 }

@@ -542,6 +542,7 @@ Test(cache_journal, a_live_journal_is_left_alone_and_a_clean_close_removes_it)
 static void close_then_fail_commit(struct cache *c, uint64_t root)
 {
     struct cnode f, g;
+    hold_saver(c, true);
     cr_assert_eq(cache_create_open(c, root, "lost.md", 1, &f), 0);
     cr_assert_eq(cache_create(c, root, "other.md", false, 1, &g), 0);
     fail_next_commits(c->db, 1);
@@ -549,6 +550,7 @@ static void close_then_fail_commit(struct cache *c, uint64_t root)
     int64_t t = 5;
     (void)cache_set_times(c, g.ino, NULL, &t); /* its commit carries the close */
     cr_assert_eq(fail_commits, 0, "no commit came");
+    hold_saver(c, false);
     cnode_clear(&f);
     cnode_clear(&g);
 }
@@ -604,6 +606,7 @@ Test(cache_journal, a_write_whose_commit_fails_reports_the_failure)
 {
     uint64_t root;
     struct cache *c = open_store(&root, false);
+    hold_saver(c, true);
     struct cnode f, g;
     cr_assert_eq(cache_create_open(c, root, "a.md", 1, &f), 0);
     cr_assert_eq(cache_create(c, root, "b.md", false, 1, &g), 0);
@@ -612,6 +615,7 @@ Test(cache_journal, a_write_whose_commit_fails_reports_the_failure)
     int64_t t = 5;
     int rc = cache_set_times(c, g.ino, NULL, &t);
     cr_assert_eq(fail_commits, 0, "no commit came");
+    hold_saver(c, false);
     cr_expect_lt(rc, 0, "a failed commit reported as success");
     struct cnode got;
     cr_assert_eq(cache_getattr(c, g.ino, &got), 0);
@@ -746,6 +750,7 @@ Test(cache_journal, an_ino_told_for_a_row_a_failed_commit_undid_is_not_reused)
 {
     uint64_t root;
     struct cache *c = open_store(&root, false);
+    hold_saver(c, true);
     struct cnode f, g;
     told = 0;
     struct cache_then then = {count_told, NULL};
@@ -755,6 +760,7 @@ Test(cache_journal, an_ino_told_for_a_row_a_failed_commit_undid_is_not_reused)
     cr_expect_neq(cache_create(c, root, "other.md", false, 1, &g), 0,
                   "the commit carrying the lazy create did not fail");
     cr_assert_eq(fail_commits, 0, "no commit came");
+    hold_saver(c, false);
     struct cnode x;
     cr_expect_eq(cache_lookup(c, root, "told.md", &x), -ENOENT);
     cr_assert_eq(cache_create_open_then(c, root, "next.md", 1, &g, &then), 0);
@@ -775,6 +781,7 @@ Test(cache_journal, a_told_file_a_failed_commit_undid_comes_back_under_its_ino)
 {
     uint64_t root;
     struct cache *c = open_store(&root, false);
+    hold_saver(c, true);
     struct cnode f, g;
     told = 0;
     struct cache_then then = {count_told, NULL};
@@ -785,6 +792,7 @@ Test(cache_journal, a_told_file_a_failed_commit_undid_comes_back_under_its_ino)
     cr_expect_neq(cache_create(c, root, "other.md", false, 1, &g), 0,
                   "the commit carrying the lazy create did not fail");
     cr_assert_eq(fail_commits, 0, "no commit came");
+    hold_saver(c, false);
     cr_assert_eq(cache_create(c, root, "next", true, 3, &g), 0, "the next change failed");
     cnode_clear(&g);
     struct cnode x;

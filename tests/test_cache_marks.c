@@ -70,11 +70,7 @@ static void closed_then_failed_commit(struct cnode *f, bool closed_again_held)
 {
     struct cnode g, h;
     char sha[SHA256_HEX_LEN + 1];
-    /* The saver held, so that none of its commits comes between the
-     * steps however slowly they run (it commits 5 ms after a part). */
-    db_lock(C);
-    C->saver_held = true;
-    db_unlock(C);
+    hold_saver(C, true); /* none of its commits between the steps */
     cr_assert_eq(cache_create(C, root, "c.md", false, 1, &h), 0);
     cr_assert_eq(cache_create_open(C, root, "a.md", 1, f), 0);
     cr_assert_eq(cache_save_closed(C, f->ino, "closed\n", 7, 2, f->sha, sha), 0);
@@ -89,11 +85,7 @@ static void closed_then_failed_commit(struct cnode *f, bool closed_again_held)
     cr_assert_eq(fail_commits, 0, "no commit came");
     cnode_clear(&g);
     cnode_clear(&h);
-    db_lock(C);
-    C->saver_held = false;
-    if (C->saver_running)
-        pthread_cond_signal(&C->saved_cond);
-    db_unlock(C);
+    hold_saver(C, false);
 }
 
 Test(cache_marks, a_mark_a_failed_commit_undid_is_written_again_after_its_close)

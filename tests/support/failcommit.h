@@ -5,7 +5,11 @@
 #ifndef MFS_TEST_FAILCOMMIT_H
 #define MFS_TEST_FAILCOMMIT_H
 
+#include <pthread.h>
 #include <sqlite3.h>
+#include <stdbool.h>
+
+#include "db_internal.h"
 
 /* Commits still to fail: 0 once they all came. */
 static int fail_commits;
@@ -25,6 +29,20 @@ static inline void fail_next_commits(sqlite3 *db, int n)
 {
     sqlite3_commit_hook(db, fail_commit_hook, NULL);
     fail_commits = n;
+}
+
+/* Holds the cache's saver thread (held: it commits nothing of its own, so
+ * none of its commits takes a failure meant for the test's, or commits the
+ * lazy work before it, however slowly the test runs: a sanitizer build on
+ * a loaded machine passes the saver's 5 ms between two steps), or lets it
+ * go again. */
+static inline void hold_saver(struct cache *c, bool held)
+{
+    db_lock(c);
+    c->saver_held = held;
+    if (!held && c->saver_running)
+        pthread_cond_signal(&c->saved_cond);
+    db_unlock(c);
 }
 
 #endif

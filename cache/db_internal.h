@@ -99,7 +99,6 @@ struct cache {
     size_t n_replayed, cap_replayed;
     /* The last "cache database error"s logged (db.c, log_db_error). */
     struct db_errlog errs[DB_ERRLOGS];
-    bool jtell;      /* set while db_journal_retry replays */
     bool jtell_lost; /* a node could not be noted (no memory) */
     void (*replay_hook)(void *arg, const uint64_t *inos, size_t n);
     void *replay_arg;

@@ -266,8 +266,10 @@ static int apply_record(struct cache *c, const struct jhdr *h, const char *store
     if (!rc)
         rc = db_content_put(c, ino, buf, h->len, h->mtime, sha, h->has_expect ? expect : NULL,
                             h->held, &kept);
-    if (!rc && c->jtell) {
-        /* No room to note it (no memory): the kernel keeps what it showed
+    if (!rc && c->replay_hook) {
+        /* Noted for the hook, which a daemon sets after its cache's open
+         * (the replay of dead journals there tells no kernel anything).
+         * No room to note it (no memory): the kernel keeps what it showed
          * until its attributes expire; the replay goes on. */
         if (tell(c, h->ino) != 0 || (ino != h->ino && tell(c, ino) != 0))
             c->jtell_lost = true;
@@ -582,9 +584,7 @@ int db_journal_retry(struct cache *c)
         return 0;
     uint64_t epoch = c->jepoch;
     size_t n = 0, told = c->n_replayed;
-    c->jtell = c->replay_hook != NULL;
     int rc = replay_fd(c, c->jfd, c->jkey, &epoch, &n);
-    c->jtell = false;
     if (rc) {
         c->n_replayed = told; /* rolled back: nothing changed */
         clock_gettime(CLOCK_MONOTONIC, &c->jstuck_since);

@@ -84,6 +84,23 @@ int cache_open(const char *dir, struct cache **out);
  * one. */
 int cache_open_reader(const char *dir, struct cache **out);
 void cache_close(struct cache **c);
+/* The cache directory's reserve of disk space (cache/reserve.c): the file
+ * CACHE_DIR/reserve of bytes allocated blocks, freed by the last sync of
+ * a session that finds the disk full so that it can record what it
+ * pushes.  cache_reserve_keep makes it (or keeps one already there; 0
+ * bytes removes it); no room for it is logged and returned (-ENOSPC...),
+ * and nothing of it is left.  cache_reserve_release frees it (*freed: the
+ * bytes given back, 0 when there was none) and then writes back the
+ * closes a failed commit left to the journal.  cache_lacks_room: a write
+ * failed for want of room (ENOSPC, EDQUOT) and nothing committed since. */
+#define CACHE_RESERVE_DEFAULT ((uint64_t)16 << 20)
+int cache_reserve_keep(struct cache *c, uint64_t bytes);
+int cache_reserve_release(struct cache *c, uint64_t *freed);
+/* cache_reserve_release for a cache that could not be opened for want of
+ * room (a journal a stopped daemon left needs some): frees the reserve
+ * of directory dir only. */
+int cache_reserve_free(const char *dir, uint64_t *freed);
+bool cache_lacks_room(struct cache *c);
 /* Process-wide counts of the cache's WAL I/O (cache/walbuf.c): the writes
  * SQLite made to write-ahead logs, and the calls that reached the file
  * system for them (one a commit when the buffer works). */

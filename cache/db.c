@@ -230,10 +230,19 @@ void db_errors_flush(struct cache *c)
     }
 }
 
+/* A failed write for want of room is noted for cache_lacks_room (the
+ * final sync then frees the reserve, cache/reserve.c); a commit clears it. */
+static int noted(struct cache *c, int rc)
+{
+    if (rc == -ENOSPC || rc == -EDQUOT)
+        __atomic_store_n(&c->no_room, true, __ATOMIC_RELEASE);
+    return rc;
+}
+
 int db_fail(struct cache *c, int rc, const char *what)
 {
     log_db_error(c, what, sqlite3_errmsg(c->db));
-    return db_errno(rc);
+    return noted(c, db_errno(rc));
 }
 
 /* The slot of sql: its own, or the first free one on its probe path;
@@ -318,7 +327,7 @@ int db_exec(struct cache *c, const char *sql)
         snprintf(op, sizeof(op), "%.*s%s", n < 64 ? (int)n : 60, sql, n < 64 ? "" : " ...");
         log_db_error(c, op, err ? err : "?");
         sqlite3_free(err);
-        return db_errno(rc);
+        return noted(c, db_errno(rc));
     }
     return 0;
 }
@@ -422,6 +431,7 @@ int db_commit(struct cache *c)
     }
     int rc = run_cached(c, DB_ST_COMMIT, "COMMIT");
     if (!rc) {
+        __atomic_store_n(&c->no_room, false, __ATOMIC_RELEASE);
         db_journal_ended(c, true);
         db_inos_ended(c, true);
         db_marks_kept(c);

@@ -92,6 +92,9 @@ struct cache {
     off_t jend, jsize;
     uint64_t jepoch;
     bool jin_tx, jstuck, jfailed;
+    /* A write failed for want of disk space (ENOSPC, EDQUOT) and no commit
+     * has succeeded since: read without the lock (cache_lacks_room). */
+    bool no_room;
     /* Nodes a replay of the stuck journal changed (db_journal_retry), for
      * the saver to hand to replay_hook without the lock: the kernel may
      * hold what the failed commit's rollback showed of them. */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "log.h"
 #include "session.h"
 
@@ -249,7 +250,7 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
 {
     enum { O_SESSION = 256, O_STORE, O_INTERVAL, O_FLUSH, O_DELETIONS, O_CACHE, O_UID, O_GID,
            O_LEVEL, O_LOGFILE, O_CRED, O_RESYNC, O_RPM, O_UMASK, O_MAXSIZE, O_CKEEP, O_CAGE, O_NOXATTR,
-           O_FETCH };
+           O_FETCH, O_RESERVE };
     static const struct option longopts[] = {
         {"session", required_argument, NULL, O_SESSION},
         {"store", required_argument, NULL, O_STORE},
@@ -269,6 +270,7 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
         {"log-file", required_argument, NULL, O_LOGFILE},
         {"credentials", required_argument, NULL, O_CRED},
         {"cache-max-size", required_argument, NULL, O_MAXSIZE},
+        {"cache-reserve", required_argument, NULL, O_RESERVE},
         {"conflicts-keep", required_argument, NULL, O_CKEEP},
         {"conflicts-max-age", required_argument, NULL, O_CAGE},
         {NULL, 0, NULL, 0},
@@ -280,6 +282,7 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
     o->full_resync = 300;
     o->conflicts_keep = 100;
     o->conflicts_max_age = 30;
+    o->cache_reserve = CACHE_RESERVE_DEFAULT;
     o->uid = getuid();
     o->gid = getgid();
     int c, rc = 0;
@@ -403,6 +406,11 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
             if (cli_parse_size(optarg, &o->cache_max_size))
                 rc = usage_error("--cache-max-size must be a size such as 500M, 2G or 0 (no "
                                  "limit), got '%s'", optarg);
+            break;
+        case O_RESERVE:
+            if (cli_parse_size(optarg, &o->cache_reserve) || o->cache_reserve > ((uint64_t)1 << 30))
+                rc = usage_error("--cache-reserve must be a size from 0 (none) to 1G such as 16M, "
+                                 "got '%s'", optarg);
             break;
         case O_CKEEP:
             if (parse_int(optarg, 0, 1000000, &v))

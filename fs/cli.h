@@ -33,6 +33,7 @@ struct mount_opts {
     bool dir_may_exist;           /* mount(8) form: the mount point may be an
                                    * existing empty directory (left in place) */
     uint64_t cache_max_size;      /* --cache-max-size bytes; 0: no limit */
+    uint64_t cache_reserve;       /* --cache-reserve bytes; 0: none */
     int conflicts_keep;           /* --conflicts-keep (per store; 0: no limit) */
     int conflicts_max_age;        /* --conflicts-max-age days (0: no limit) */
 };

@@ -268,6 +268,9 @@ static int setup_stores(struct mount_opts *o)
     cache_on_replay(D.cache, fs_notify_replayed, &D);
     if (!o->log_file && (rc = daemon_open_log(o)))
         return rc;
+    /* Room for the last sync of a session that ends on a full disk
+     * (finalsync.c); no room for it is logged, and the mount goes on. */
+    (void)cache_reserve_keep(D.cache, o->cache_reserve);
     struct http_opts ho = {.base_url = D.cred.base_url, .api_key = D.cred.api_key,
                            .bearer = D.cred.bearer, .max_in_flight = 16, .max_retries = -1,
                            .max_per_minute = o->max_rpm};

@@ -32,12 +32,28 @@ struct final_job {
     size_t n;
 };
 
+/* The cache out of room (a full disk): its reserve's blocks are given
+ * back for this sync, which must record what it sends (cache/reserve.c).
+ * Whether any were. */
+static bool free_reserve(struct cache *c)
+{
+    uint64_t freed = 0;
+    return cache_lacks_room(c) && cache_reserve_release(c, &freed) == 0 && freed > 0;
+}
+
 static void *final_main(void *arg)
 {
     struct final_job *j = arg;
+    bool freed = false;
     for (size_t i = 0; i < j->n; i++) {
         char why[512];
-        if (syncer_sync(j->d->sync, j->v[i]->sync_idx, why, sizeof(why), NULL) != 0)
+        freed = freed || free_reserve(j->d->cache);
+        int rc = syncer_sync(j->d->sync, j->v[i]->sync_idx, why, sizeof(why), NULL);
+        /* Found out of room only now (nothing had written since the disk
+         * filled): once more, with the reserve. */
+        if (rc && !freed && (freed = free_reserve(j->d->cache)))
+            rc = syncer_sync(j->d->sync, j->v[i]->sync_idx, why, sizeof(why), NULL);
+        if (rc)
             log_warn("memory flush failed", "memory_store_id", j->v[i]->id, "error", why);
     }
     return NULL;

@@ -119,6 +119,11 @@ static int flush_store(struct cache *c, struct http_client *h, const char *dir,
     char why[512] = "";
     struct syncer_report rep = {0};
     rc = idx < 0 ? idx : syncer_sync(sy, idx, why, sizeof(why), &rep);
+    /* Out of room to record what it sends: once more, with the reserve's
+     * blocks (a flush is the last sync of what it pushes). */
+    uint64_t freed = 0;
+    if (rc && idx >= 0 && cache_lacks_room(c) && cache_reserve_release(c, &freed) == 0 && freed)
+        rc = syncer_sync(sy, idx, why, sizeof(why), &rep);
     if (rc)
         fprintf(stderr, "memstorefs flush: %s: %s\n", cs->id, why[0] ? why : strerror(-rc));
     else
@@ -192,9 +197,22 @@ int flush_main(int argc, char **argv)
     char db[4200];
     snprintf(db, sizeof(db), "%s/cache.db", dir ? dir : "");
     struct cache *c = NULL;
-    if (!dir || access(db, R_OK) != 0 || cache_open(dir, &c) != 0) {
+    if (!dir || access(db, R_OK) != 0) {
         fprintf(stderr, "memstorefs flush: no cache at %s (give the mount's --cache-dir)\n",
                 dir ? dir : "?");
+        cred_clear(&cred);
+        status = 1;
+        goto out;
+    }
+    int orc = cache_open(dir, &c);
+    uint64_t freed = 0;
+    /* A full disk: the journal a stopped daemon left needs room to be
+     * applied, which the cache's reserve gives (cache/reserve.c). */
+    if ((orc == -ENOSPC || orc == -EDQUOT) && cache_reserve_free(dir, &freed) == 0 && freed)
+        orc = cache_open(dir, &c);
+    if (orc) {
+        fprintf(stderr, "memstorefs flush: cannot open the cache in %s: %s\n", dir,
+                strerror(-orc));
         cred_clear(&cred);
         status = 1;
         goto out;

@@ -37,7 +37,7 @@ static const struct {
     {"credentials", "--credentials"},     {"uid", "--uid"},
     {"gid", "--gid"},                     {"log_level", "--log-level"},
     {"log_file", "--log-file"},           {"cache_max_size", "--cache-max-size"},
-    {"conflicts_keep", "--conflicts-keep"}, {"conflicts_max_age", "--conflicts-max-age"},
+    {"cache_reserve", "--cache-reserve"}, {"conflicts_keep", "--conflicts-keep"}, {"conflicts_max_age", "--conflicts-max-age"},
     {"umask", "--umask"},
 };
 

@@ -197,3 +197,24 @@ Test(cli_help, a_bad_fetch_timeout_is_refused)
         free(err);
     }
 }
+
+/* --cache-reserve takes a size from 0 to 1G; anything else is a usage
+ * error naming the value, and nothing is mounted. */
+Test(cli_help, a_bad_cache_reserve_is_refused)
+{
+    const char *const bad[] = {"2G", "1025M", "-1", "lots", "16X", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char cmd[600], *out, *err;
+        snprintf(cmd, sizeof(cmd),
+                 "ANTHROPIC_API_KEY=k %s mount --store memstore_x:/tmp/mfs-none "
+                 "--cache-reserve '%s'", mnt_bin(), bad[i]);
+        int rc = run(cmd, &out, &err);
+        cr_expect_eq(rc, 2, "%s: exit %d, %s", bad[i], rc, err);
+        char want[120];
+        snprintf(want, sizeof(want), "--cache-reserve must be a size from 0 (none) to 1G such as "
+                 "16M, got '%s'", bad[i]);
+        cr_expect(strstr(err, want), "%s: %s", bad[i], err);
+        free(out);
+        free(err);
+    }
+}

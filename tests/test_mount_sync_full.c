@@ -226,3 +226,127 @@ Test(mount_sync_full, the_conflict_records_are_read_while_the_disk_is_full)
         }
     }
 }
+
+/* Notes a writer closed, kept in v (bodies malloc'd): 12 while the disk
+ * has room, on a daemon with a reserve of 6 MiB and no periodic sync,
+ * then as many as it takes once the disk is full (their closes kept by the
+ * journal of closed files) until 5 fail.  The count of those in *late. */
+static size_t closed_then_full(struct note *v, size_t cap, int *late)
+{
+    /* A start with no room for the reserve (16 MiB by default, on a 3 MiB
+     * disk) says so on the mount's terminal, and leaves nothing of it. */
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount %s", mnt), 0, "%s", out);
+    free(out);
+    cr_assert_eq(mnt_mount(&E, store, "s", false, "", &out), 0, "%s", out);
+    cr_expect(out && strstr(out, "no room for the cache's reserve of disk space"), "%s", out);
+    free(out);
+    char reserve[400];
+    snprintf(reserve, sizeof(reserve), "%s/reserve", E.cache);
+    cr_expect(access(reserve, F_OK) != 0, "a reserve half made was left");
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount %s", mnt), 0, "%s", out);
+    free(out);
+    cr_assert_eq(mount("tmpfs", E.cache, "tmpfs", MS_REMOUNT, "size=24m,mode=0700"), 0,
+                 "cannot grow the tmpfs: %s", strerror(errno));
+    sy_mount(false, "--sync-interval 3600 --cache-reserve 6M");
+    struct stat st;
+    cr_assert_eq(stat(reserve, &st), 0, "no reserve at %s:\n%s", reserve, sy_log_grep("reserve"));
+    cr_assert_geq((long long)st.st_blocks * 512, 6ll << 20, "a reserve of %lld bytes",
+                  (long long)st.st_blocks * 512);
+
+    /* A large one first, whose journal record leaves blocks for the late
+     * ones. */
+    size_t n = 0;
+    int failed = 0;
+    *late = 0;
+    for (int i = 0; i < 112 && failed < 5 && n < cap; i++) {
+        if (i == 12)
+            fill_up();
+        size_t len = i == 0 ? 90000 : i < 12 ? 300 + (size_t)i * 1000 : 2000 + (size_t)i * 700;
+        char *body = malloc(len + 1);
+        cr_assert_not_null(body);
+        for (size_t k = 0; k < len; k++)
+            body[k] = k % 64 == 63 ? '\n' : (char)('a' + (i + k) % 26);
+        body[len] = '\0';
+        snprintf(v[n].path, sizeof(v[n].path), "%s/%s%03d.md", mnt, i < 12 ? "early" : "late", i);
+        if (mnt_write(v[n].path, body) == 0) {
+            v[n++].body = body;
+            *late += i >= 12;
+        } else {
+            cr_assert_geq(i, 12, "%s failed while the disk had room", v[n].path);
+            free(body);
+            failed++;
+        }
+    }
+    cr_assert_gt(failed, 0, "the disk had room for every late note");
+    return n;
+}
+
+/* Every note of v is in the store as it was closed; frees the bodies. */
+static void all_in_store(struct note *v, size_t n, int late)
+{
+    cJSON *list = sy_list();
+    int unpushed = 0;
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *m = sy_find(list, v[i].path + strlen(mnt));
+        const cJSON *c = m ? cJSON_GetObjectItemCaseSensitive(m, "content") : NULL;
+        if (!cJSON_IsString(c) || strcmp(c->valuestring, v[i].body) != 0) {
+            cr_log_error("%s: not in the store as it was closed", v[i].path + strlen(mnt));
+            unpushed++;
+        }
+        free(v[i].body);
+    }
+    cJSON_Delete(list);
+    cr_expect_eq(unpushed, 0, "%d of %zu closed notes not in the store (%d closed on the full "
+                 "disk)", unpushed, n, late);
+}
+
+/* A session that ends while the disk is full pushes what its writers
+ * closed: the final sync finds the cache out of room and frees the
+ * reserve the daemon made at its start (cache/reserve.c) to record what
+ * it sends.  Without it, the sync pushed nothing and `unmount` exited 3
+ * naming the changes left in the cache, which a sandbox then threw away. */
+Test(mount_sync_full, a_session_ending_on_a_full_disk_pushes_what_was_closed)
+{
+    static struct note v[60];
+    int late = 0;
+    size_t n = closed_then_full(v, 60, &late);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "timeout 90 $MFS unmount %s", mnt);
+    cr_expect_eq(rc, 0, "unmount exit %d (%d late notes closed): %s\n%s", rc, late, out,
+                 sy_log_grep("reserve"));
+    cr_expect(out && !strstr(out, "not pushed"), "unmount left changes: %s", out);
+    free(out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    cr_expect_lt(t1.tv_sec - t0.tv_sec, 60, "the unmount took past its flush timeout");
+    cr_expect(sy_log_count("its reserve of disk space is freed", NULL) == 1,
+              "the reserve was not freed:\n%s", sy_log_grep("reserve"));
+    all_in_store(v, n, late);
+}
+
+/* The daemon killed on a full disk: `memstorefs flush` cannot open the
+ * cache without applying the journal the daemon left, which needs room;
+ * it frees the reserve, then pushes every note closed. */
+Test(mount_sync_full, a_flush_after_a_daemon_died_on_a_full_disk_pushes_what_was_closed)
+{
+    static struct note v[60];
+    int late = 0;
+    size_t n = closed_then_full(v, 60, &late);
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 0);
+    kill(pid, SIGKILL);
+    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    cr_assert_neq(kill(pid, 0), 0, "the daemon (pid %d) did not die", (int)pid);
+    fill_up(); /* what its end gave back */
+    char *out = NULL;
+    (void)mnt_sh(&E, &out, "$MFS unmount %s", mnt); /* the dead mount detached */
+    free(out);
+    int rc = mnt_sh(&E, &out, "$MFS flush --cache-dir \"$CACHE\"");
+    cr_expect_eq(rc, 0, "flush exit %d (%d late notes closed): %s", rc, late, out);
+    cr_expect(out && strstr(out, "reserve of disk space is freed"), "%s", out);
+    free(out);
+    all_in_store(v, n, late);
+}

@@ -92,8 +92,10 @@ void cache_close(struct cache **c);
  * and nothing of it is left.  cache_reserve_release frees it (*freed: the
  * bytes given back, 0 when there was none) and then writes back the
  * closes a failed commit left to the journal.  cache_lacks_room: a write
- * failed for want of room (ENOSPC, EDQUOT) and nothing committed since. */
-#define CACHE_RESERVE_DEFAULT ((uint64_t)16 << 20)
+ * failed for want of room (ENOSPC, EDQUOT) and nothing committed since,
+ * or the directory's disk has less than CACHE_ROOM_LOW available. */
+#define CACHE_RESERVE_DEFAULT ((uint64_t)24 << 20)
+#define CACHE_ROOM_LOW ((uint64_t)4 << 20)
 int cache_reserve_keep(struct cache *c, uint64_t bytes);
 int cache_reserve_release(struct cache *c, uint64_t *freed);
 /* cache_reserve_release for a cache that could not be opened for want of

@@ -230,19 +230,28 @@ void db_errors_flush(struct cache *c)
     }
 }
 
-/* A failed write for want of room is noted for cache_lacks_room (the
- * final sync then frees the reserve, cache/reserve.c); a commit clears it. */
+/* db_errno, told by the system's errno where SQLite's code hides it: a
+ * full disk is SQLITE_FULL only for some writes (a quota's EDQUOT, or
+ * growing the shared-memory file, come as SQLITE_IOERR).  A failure for
+ * want of room is noted for cache_lacks_room (the final sync then frees
+ * the reserve, cache/reserve.c); a commit clears it (db_room_back). */
 static int noted(struct cache *c, int rc)
 {
-    if (rc == -ENOSPC || rc == -EDQUOT)
-        __atomic_store_n(&c->no_room, true, __ATOMIC_RELEASE);
-    return rc;
+    int e = 0;
+    if ((rc & 0xff) == SQLITE_FULL)
+        e = ENOSPC; /* its unix VFS keeps no errno for it */
+    else if ((rc & 0xff) == SQLITE_IOERR)
+        e = sqlite3_system_errno(c->db);
+    if (e != ENOSPC && e != EDQUOT)
+        return db_errno(rc);
+    __atomic_store_n(&c->no_room, true, __ATOMIC_RELEASE);
+    return -e;
 }
 
 int db_fail(struct cache *c, int rc, const char *what)
 {
     log_db_error(c, what, sqlite3_errmsg(c->db));
-    return noted(c, db_errno(rc));
+    return noted(c, rc);
 }
 
 /* The slot of sql: its own, or the first free one on its probe path;
@@ -327,7 +336,7 @@ int db_exec(struct cache *c, const char *sql)
         snprintf(op, sizeof(op), "%.*s%s", n < 64 ? (int)n : 60, sql, n < 64 ? "" : " ...");
         log_db_error(c, op, err ? err : "?");
         sqlite3_free(err);
-        return noted(c, db_errno(rc));
+        return noted(c, rc);
     }
     return 0;
 }
@@ -431,7 +440,7 @@ int db_commit(struct cache *c)
     }
     int rc = run_cached(c, DB_ST_COMMIT, "COMMIT");
     if (!rc) {
-        __atomic_store_n(&c->no_room, false, __ATOMIC_RELEASE);
+        db_room_back(c);
         db_journal_ended(c, true);
         db_inos_ended(c, true);
         db_marks_kept(c);
@@ -483,6 +492,8 @@ int db_settle(struct cache *c)
         return 0;
     c->lazy = false;
     int rc = run_cached(c, DB_ST_COMMIT, "COMMIT");
+    if (!rc)
+        db_room_back(c);
     if (rc && !sqlite3_get_autocommit(c->db))
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
     db_journal_ended(c, rc == 0);

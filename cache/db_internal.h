@@ -184,6 +184,12 @@ bool db_lazy_possible(struct cache *c);
  * save_closed). */
 void db_abandon(struct cache *c);
 
+/* A commit went through: the cache has room again (cache_lacks_room). */
+static inline void db_room_back(struct cache *c)
+{
+    __atomic_store_n(&c->no_room, false, __ATOMIC_RELEASE);
+}
+
 static inline void db_lock(struct cache *c)
 {
     pthread_mutex_lock(&c->lock);

@@ -352,6 +352,8 @@ static int replay_fd(struct cache *c, int fd, const char *key, uint64_t *epoch, 
             rc = put_epoch(c, key, first);
         if (!rc)
             rc = db_exec(c, "COMMIT");
+        if (!rc)
+            db_room_back(c);
         if (rc)
             sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
         if (burnt)

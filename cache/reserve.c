@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "db_internal.h"
@@ -113,5 +114,12 @@ int cache_reserve_release(struct cache *c, uint64_t *freed)
 
 bool cache_lacks_room(struct cache *c)
 {
-    return __atomic_load_n(&c->no_room, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&c->no_room, __ATOMIC_ACQUIRE))
+        return true;
+    /* A disk another process filled after the cache's last write: nothing
+     * failed yet, and a commit may still fit in blocks the write-ahead log
+     * has, but the sync's records would not. */
+    struct statvfs sv;
+    return statvfs(c->dir, &sv) == 0 &&
+           (uint64_t)sv.f_bavail * sv.f_frsize < CACHE_ROOM_LOW;
 }

@@ -90,7 +90,7 @@ size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report)
 {
     if (n && n >= live_stores())
         sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
-    daemon_final_sync(&D, v, n);
+    daemon_final_sync(&D, v, n, n >= live_stores());
     for (size_t i = 0; i < n; i++) {
         if (!v[i]->gone)
             daemon_teardown_store(v[i]);
@@ -109,7 +109,7 @@ static void teardown_all(bool flush)
     if (flush) {
         sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
         syncer_stop(D.sync);
-        daemon_final_sync(&D, v, n);
+        daemon_final_sync(&D, v, n, true);
         /* From now on no request may hold up the exit: an open that is
          * downloading content ends at once (its loop thread is joined
          * below). */
@@ -480,6 +480,7 @@ int daemon_mount(struct mount_opts *o)
     D.flush_timeout = o->flush_timeout;
     D.cache_dir = o->cache_dir;
     D.cache_max_size = o->cache_max_size;
+    D.cache_reserve = o->cache_reserve;
     if (o->log_level) {
         enum log_level lvl;
         if (log_parse_level(o->log_level, &lvl) == 0)

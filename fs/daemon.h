@@ -41,6 +41,7 @@ struct daemon {
     const char *cache_dir;
     struct ctl_client ctl[CTL_CLIENTS];
     uint64_t cache_max_size; /* --cache-max-size, 0: none (for status) */
+    uint64_t cache_reserve;  /* --cache-reserve, 0: none (finalsync.c) */
 };
 
 /* fsmount.c: mounts store s (its FUSE session, with the options of o) and
@@ -59,8 +60,10 @@ void daemon_teardown_store(struct fs_store *s);
 size_t daemon_reap_loops(struct fs_store *v, size_t n);
 /* finalsync.c: the final sync of v[0..n) at unmount, bounded by the flush
  * timeout: past it, requests in flight are cancelled and what they carried
- * stays dirty in the cache for the next mount. */
-void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n);
+ * stays dirty in the cache for the next mount.  On a full disk it frees the
+ * cache's reserve for itself (cache/reserve.c); unless last (no store of
+ * the daemon is left after these), the reserve is made again after it. */
+void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, bool last);
 /* After their teardown (nothing can be written to them any more): one line
  * per store of v[0..n) with something left unpushed to report (may be
  * NULL) and to the log, then (to report) the files concerned.  Returns

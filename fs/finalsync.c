@@ -30,6 +30,7 @@ struct final_job {
     struct daemon *d;
     struct fs_store **v;
     size_t n;
+    bool freed; /* the cache's reserve, for these syncs */
 };
 
 /* The cache out of room (a full disk): its reserve's blocks are given
@@ -49,13 +50,16 @@ static void *final_main(void *arg)
         char why[512];
         freed = freed || free_reserve(j->d->cache);
         int rc = syncer_sync(j->d->sync, j->v[i]->sync_idx, why, sizeof(why), NULL);
-        /* Found out of room only now (nothing had written since the disk
-         * filled): once more, with the reserve. */
-        if (rc && !freed && (freed = free_reserve(j->d->cache)))
+        /* Found out of room only now: once more, with the reserve.  Even
+         * when the sync succeeded, since a record it could not write does
+         * not fail it (push.c: the upload goes out, its answer is not
+         * kept, and the file would be named as not pushed). */
+        if (!freed && (freed = free_reserve(j->d->cache)))
             rc = syncer_sync(j->d->sync, j->v[i]->sync_idx, why, sizeof(why), NULL);
         if (rc)
             log_warn("memory flush failed", "memory_store_id", j->v[i]->id, "error", why);
     }
+    __atomic_store_n(&j->freed, freed, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -74,7 +78,7 @@ static bool of_these(void *arg, uint64_t row)
 }
 
 /* The contract: daemon.h. */
-void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n)
+void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, bool last)
 {
     if (!d->sync || !n)
         return;
@@ -82,7 +86,7 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n)
      * with unsaved edits get a short grace to be closed (a tenth of the
      * flush timeout); past it, their edits are kept as records (memstorefs
      * conflicts) and the final sync pushes their last saved state. */
-    struct final_job j = {d, v, n};
+    struct final_job j = {d, v, n, false};
     /* The flush timeout bounds the whole: the grace is spent from it (it
      * came on top, and an unmount took 10% longer than it said). */
     struct timespec until; /* monotonic: a step of the wall clock stretches nothing */
@@ -121,6 +125,10 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n)
                 syncer_cancel(d->sync, v[i]->sync_idx, false);
         }
     }
+    /* The daemon's other stores go on: their own last sync needs a reserve
+     * too, made again where the disk has room now (else said). */
+    if (!last && __atomic_load_n(&j.freed, __ATOMIC_ACQUIRE))
+        (void)cache_reserve_keep(d->cache, d->cache_reserve);
 }
 
 /* One store's lines of the final report; whether it left something. */

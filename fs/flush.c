@@ -118,11 +118,16 @@ static int flush_store(struct cache *c, struct http_client *h, const char *dir,
     int idx = sy ? syncer_add(sy, cs->id, cs->read_only, NULL) : -ENOMEM;
     char why[512] = "";
     struct syncer_report rep = {0};
-    rc = idx < 0 ? idx : syncer_sync(sy, idx, why, sizeof(why), &rep);
-    /* Out of room to record what it sends: once more, with the reserve's
-     * blocks (a flush is the last sync of what it pushes). */
+    /* Out of room to record what it sends: with the reserve's blocks (a
+     * flush is the last sync of what it pushes), freed before the sync or,
+     * found out of room only by it, for a second one (a record it cannot
+     * write does not fail a sync: sync/push.c). */
     uint64_t freed = 0;
-    if (rc && idx >= 0 && cache_lacks_room(c) && cache_reserve_release(c, &freed) == 0 && freed)
+    if (idx >= 0 && cache_lacks_room(c))
+        (void)cache_reserve_release(c, &freed);
+    rc = idx < 0 ? idx : syncer_sync(sy, idx, why, sizeof(why), &rep);
+    if (idx >= 0 && !freed && cache_lacks_room(c) && cache_reserve_release(c, &freed) == 0 &&
+        freed)
         rc = syncer_sync(sy, idx, why, sizeof(why), &rep);
     if (rc)
         fprintf(stderr, "memstorefs flush: %s: %s\n", cs->id, why[0] ? why : strerror(-rc));

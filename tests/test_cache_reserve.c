@@ -2,7 +2,8 @@
  * (cache/reserve.c), without a mount: made whole with its blocks
  * allocated, kept, cut to a smaller size, removed for 0, freed once with
  * the bytes it gave back; a link planted at its name is never followed.
- * The full disk it is for is test_mount_sync_full.c's. */
+ * A write that fails for want of room is noted until a commit goes
+ * through.  The full disk it is for is test_mount_sync_full.c's. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "cache.h"
+#include "db_internal.h" /* the connection, to bound the database's pages */
 
 static char dir[64], path[128];
 static struct cache *C;
@@ -95,4 +99,50 @@ Test(cache_reserve, a_link_at_its_name_is_never_followed)
                  (long long)st.st_size);
     cr_expect_eq(lstat(path, &st), 0);
     cr_expect(S_ISLNK(st.st_mode), "the link itself was removed");
+}
+
+static int64_t pragma(const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t v = -1;
+    db_lock(C);
+    if (sqlite3_prepare_v2(C->db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&C->lock);
+    return v;
+}
+
+/* SQLITE_FULL (here from the database's page limit; a full disk answers
+ * the same) fails the write with ENOSPC and is noted: the final sync then
+ * frees the reserve.  The next commit that goes through clears it. */
+Test(cache_reserve, a_write_without_room_is_noted_until_a_commit)
+{
+    uint64_t root;
+    cr_assert_eq(cache_store_attach(C, "memstore_r", false, &root), 0);
+    struct cnode h;
+    cr_assert_eq(cache_create_open(C, root, "big.md", 1, &h), 0);
+    cr_assert_eq(cache_settle(C), 0);
+    int64_t pages = pragma("PRAGMA page_count");
+    cr_assert_gt(pages, 0);
+    char sql[80];
+    snprintf(sql, sizeof(sql), "PRAGMA max_page_count=%lld", (long long)pages + 2);
+    cr_assert_eq(pragma(sql), pages + 2);
+
+    size_t len = 90 * 1024;
+    char *body = malloc(len);
+    cr_assert_not_null(body);
+    for (size_t i = 0; i < len; i++)
+        body[i] = (char)('a' + (i * 7919) % 26);
+    char sha[SHA256_HEX_LEN + 1];
+    int rc = cache_set_content_if(C, h.ino, body, len, 2, h.sha, false, sha);
+    cr_expect_eq(rc, -ENOSPC, "%d %s", rc, strerror(-rc));
+    cr_expect(cache_lacks_room(C), "a write that failed for want of room was not noted");
+
+    cr_assert_eq(pragma("PRAGMA max_page_count=1000000"), 1000000);
+    rc = cache_set_content_if(C, h.ino, body, len, 3, h.sha, false, sha);
+    cr_expect_eq(rc, 0, "%d %s", rc, strerror(-rc));
+    cr_expect_not(cache_lacks_room(C), "a commit went through, and the cache still lacks room");
+    free(body);
+    cnode_clear(&h);
 }

@@ -229,9 +229,10 @@ Test(mount_sync_full, the_conflict_records_are_read_while_the_disk_is_full)
 
 /* Notes a writer closed, kept in v (bodies malloc'd): 12 while the disk
  * has room, on a daemon with a reserve of 6 MiB and no periodic sync,
- * then as many as it takes once the disk is full (their closes kept by the
- * journal of closed files) until 5 fail.  The count of those in *late. */
-static size_t closed_then_full(struct note *v, size_t cap, int *late)
+ * then the disk fills up and, with late, as many as it takes (their closes
+ * kept by the journal of closed files) until 5 fail.  The count of those
+ * in *late. */
+static size_t closed_then_full(struct note *v, size_t cap, bool with_late, int *late)
 {
     /* A start with no room for the reserve (16 MiB by default, on a 3 MiB
      * disk) says so on the mount's terminal, and leaves nothing of it. */
@@ -259,9 +260,11 @@ static size_t closed_then_full(struct note *v, size_t cap, int *late)
     size_t n = 0;
     int failed = 0;
     *late = 0;
-    for (int i = 0; i < 112 && failed < 5 && n < cap; i++) {
+    for (int i = 0; i < (with_late ? 112 : 13) && failed < 5 && n < cap; i++) {
         if (i == 12)
             fill_up();
+        if (i == 12 && !with_late)
+            return n;
         size_t len = i == 0 ? 90000 : i < 12 ? 300 + (size_t)i * 1000 : 2000 + (size_t)i * 700;
         char *body = malloc(len + 1);
         cr_assert_not_null(body);
@@ -279,6 +282,10 @@ static size_t closed_then_full(struct note *v, size_t cap, int *late)
         }
     }
     cr_assert_gt(failed, 0, "the disk had room for every late note");
+    /* The case of the journal: closes a failed commit left to it. */
+    cr_assert_gt(*late, 0, "no note could be closed once the disk was full");
+    cr_assert(sy_wait_log("could not commit files closed in the last moments", NULL, 1, WITHIN),
+              "no commit failed after its closes had returned:\n%s", sy_log_grep("cache"));
     return n;
 }
 
@@ -306,11 +313,11 @@ static void all_in_store(struct note *v, size_t n, int late)
  * reserve the daemon made at its start (cache/reserve.c) to record what
  * it sends.  Without it, the sync pushed nothing and `unmount` exited 3
  * naming the changes left in the cache, which a sandbox then threw away. */
-Test(mount_sync_full, a_session_ending_on_a_full_disk_pushes_what_was_closed)
+static void end_session_on_full_disk(bool with_late)
 {
     static struct note v[60];
     int late = 0;
-    size_t n = closed_then_full(v, 60, &late);
+    size_t n = closed_then_full(v, 60, with_late, &late);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char *out = NULL;
@@ -326,6 +333,21 @@ Test(mount_sync_full, a_session_ending_on_a_full_disk_pushes_what_was_closed)
     all_in_store(v, n, late);
 }
 
+Test(mount_sync_full, a_session_ending_on_a_full_disk_pushes_what_was_closed)
+{
+    end_session_on_full_disk(true);
+}
+
+/* The disk filled by another process after the daemon's last write: no
+ * write of the cache failed yet, and a commit may still fit in blocks the
+ * write-ahead log has, but the sync's records do not (a record it cannot
+ * write does not fail the sync: the upload went out, its answer was lost,
+ * and unmount named the file as not pushed).  The room left decides. */
+Test(mount_sync_full, a_disk_filled_by_another_process_before_the_end_is_no_loss_either)
+{
+    end_session_on_full_disk(false);
+}
+
 /* The daemon killed on a full disk: `memstorefs flush` cannot open the
  * cache without applying the journal the daemon left, which needs room;
  * it frees the reserve, then pushes every note closed. */
@@ -333,7 +355,7 @@ Test(mount_sync_full, a_flush_after_a_daemon_died_on_a_full_disk_pushes_what_was
 {
     static struct note v[60];
     int late = 0;
-    size_t n = closed_then_full(v, 60, &late);
+    size_t n = closed_then_full(v, 60, true, &late);
     pid_t pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 0);
     kill(pid, SIGKILL);

@@ -8,7 +8,10 @@
  * carries them fails (the journal of closed files keeps them,
  * cache/journal.c): those are the cases this suite is about, and the test
  * checks from the daemon's log that the run met at least one.  And the
- * conflict records stay readable while the disk is full. */
+ * conflict records stay readable while the disk is full; and a session
+ * that ends on a full disk (unmount, or a kill then `memstorefs flush`)
+ * pushes every note closed, with the cache's reserve of disk space
+ * (cache/reserve.c). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -371,4 +374,52 @@ Test(mount_sync_full, a_flush_after_a_daemon_died_on_a_full_disk_pushes_what_was
     cr_expect(out && strstr(out, "reserve of disk space is freed"), "%s", out);
     free(out);
     all_in_store(v, n, late);
+}
+
+/* An unmount of one store of a daemon that serves two, on a full disk:
+ * the first store's final sync frees the reserve and pushes; the reserve
+ * is tried again at once for the second store (no room: said), whose own
+ * unmount then pushes too. */
+Test(mount_sync_full, an_unmount_that_leaves_a_store_mounted_tries_the_reserve_again)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount %s", mnt), 0, "%s", out);
+    free(out);
+    cr_assert_eq(mount("tmpfs", E.cache, "tmpfs", MS_REMOUNT, "size=24m,mode=0700"), 0,
+                 "cannot grow the tmpfs: %s", strerror(errno));
+    char *store_b = t_create_store(&E.msd, "Full B");
+    cr_assert_not_null(store_b);
+    char mnt_b[400], opts[700];
+    snprintf(mnt_b, sizeof(mnt_b), "%s/b", E.mnt);
+    snprintf(opts, sizeof(opts), "--sync-interval 3600 --cache-reserve 6M --store %s:%s",
+             store_b, mnt_b);
+    sy_mount(false, opts);
+    static struct note v[2][8];
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 8; i++) {
+            snprintf(v[s][i].path, sizeof(v[s][i].path), "%s/n%d.md", s ? mnt_b : mnt, i);
+            cr_assert(asprintf(&v[s][i].body, "note %d of store %c\n", i, 'a' + s) > 0);
+            cr_assert_eq(mnt_write(v[s][i].path, v[s][i].body), 0, "%s", v[s][i].path);
+        }
+    fill_up();
+
+    cr_expect_eq(mnt_sh(&E, &out, "timeout 90 $MFS unmount %s", mnt), 0, "%s", out);
+    free(out);
+    cr_expect(sy_log_count("its reserve of disk space is freed", NULL) == 1, "%s",
+              sy_log_grep("reserve"));
+    cr_expect(sy_wait_log("no room for the cache's reserve", NULL, 1, WITHIN),
+              "the reserve was not tried again for the store still mounted:\n%s",
+              sy_log_grep("reserve"));
+    all_in_store(v[0], 8, 0);
+
+    cr_expect_eq(mnt_sh(&E, &out, "timeout 90 $MFS unmount %s", mnt_b), 0, "%s", out);
+    free(out);
+    /* all_in_store reads the store named by `store`, paths past mnt's
+     * length: the same for mnt_b. */
+    cr_assert_eq(strlen(mnt_b), strlen(mnt));
+    char *first = store;
+    store = store_b;
+    all_in_store(v[1], 8, 0);
+    store = first;
+    free(store_b);
 }

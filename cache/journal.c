@@ -621,3 +621,49 @@ void db_journal_close(struct cache *c)
     close(c->jfd);
     c->jfd = -1;
 }
+
+int cache_journal_waiting(struct cache *c, const char *store, size_t *n)
+{
+    *n = 0;
+    db_lock(c);
+    if (!c->jstuck || c->jfd < 0 || c->jend <= 0) {
+        pthread_mutex_unlock(&c->lock);
+        return 0;
+    }
+    /* Every record from offset 0 to jend is of the epoch the failed commit
+     * rolled back (journal.c's invariants): read as they were written. */
+    size_t size = (size_t)c->jend;
+    char *data = malloc(size);
+    ssize_t got = data ? pread(c->jfd, data, size, 0) : -1;
+    int rc = !data ? -ENOMEM : got < 0 ? -errno : 0;
+    uint64_t *inos = NULL;
+    size_t n_inos = 0;
+    for (size_t off = 0; !rc && (size_t)got - off >= sizeof(struct jhdr);) {
+        struct jhdr h;
+        memcpy(&h, data + off, sizeof(h));
+        size_t need = sizeof(h) + (size_t)h.store_len + h.path_len + h.len;
+        if (h.magic != J_MAGIC || need > (size_t)got - off)
+            break;
+        const char *id = data + off + sizeof(h);
+        off += need;
+        if (h.store_len != strlen(store) || memcmp(id, store, h.store_len) != 0)
+            continue;
+        bool seen = false; /* a file closed twice is one file */
+        for (size_t i = 0; i < n_inos && !seen; i++)
+            seen = inos[i] == h.ino;
+        if (seen)
+            continue;
+        uint64_t *v = realloc(inos, (n_inos + 1) * sizeof(*v));
+        if (!v) {
+            rc = -ENOMEM;
+            break;
+        }
+        inos = v;
+        inos[n_inos++] = h.ino;
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(data);
+    free(inos);
+    *n = n_inos;
+    return rc;
+}

@@ -150,12 +150,17 @@ static bool report_store(struct daemon *d, const struct fs_store *s, FILE *repor
     }
     unsigned long long left = st.dirty + st.tombstones - st.kept_deletions,
                        refused = st.refused, unsaved = st.unsaved;
-    if (!left && !refused && !unsaved)
+    /* Closed while the disk was full, with no room made since: only the
+     * daemon's journal holds them (an error reading it counts one). */
+    size_t waiting = 0;
+    if (cache_journal_waiting(d->cache, s->id, &waiting) != 0 && !waiting)
+        waiting = 1;
+    if (!left && !refused && !unsaved && !waiting)
         return false;
     /* What happens to each kind, exactly: changes are pushed by the next
      * mount or `flush`; a refused file only once its content changes; a
      * file never closed only once a writer closes it. */
-    char msg[1400], parts[1000] = "";
+    char msg[1800], parts[1400] = "";
     size_t k = 0;
     if (left)
         k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%llu local change%s not pushed "
@@ -167,9 +172,16 @@ static bool report_store(struct daemon *d, const struct fs_store *s, FILE *repor
                               "server (retried only once %s content changes)", k ? "; " : "",
                               refused, refused == 1 ? "" : "s", refused == 1 ? "its" : "their");
     if (unsaved)
-        snprintf(parts + k, sizeof(parts) - k, "%s%llu new file%s never closed by a writer "
-                 "(pushed only once a writer closes or fsyncs %s)", k ? "; " : "", unsaved,
-                 unsaved == 1 ? "" : "s", unsaved == 1 ? "it" : "them");
+        k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%s%llu new file%s never closed by "
+                              "a writer (pushed only once a writer closes or fsyncs %s)",
+                              k ? "; " : "", unsaved, unsaved == 1 ? "" : "s",
+                              unsaved == 1 ? "it" : "them");
+    if (waiting)
+        snprintf(parts + k, sizeof(parts) - k, "%s%zu file%s closed while the cache's disk was "
+                 "full, kept in its journal of closed files (the next start with room, or "
+                 "memstorefs flush, puts %s back and pushes %s)", k ? "; " : "", waiting,
+                 waiting == 1 ? "" : "s", waiting == 1 ? "it" : "them",
+                 waiting == 1 ? "it" : "them");
     snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s)", s->id, parts,
              d->cache_dir);
     log_warn("memory flush left changes unpushed", "memory_store_id", s->id, "path",

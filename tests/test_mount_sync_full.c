@@ -235,7 +235,8 @@ Test(mount_sync_full, the_conflict_records_are_read_while_the_disk_is_full)
  * then the disk fills up and, with late, as many as it takes (their closes
  * kept by the journal of closed files) until 5 fail.  The count of those
  * in *late. */
-static size_t closed_then_full(struct note *v, size_t cap, bool with_late, int *late)
+static size_t closed_then_full(struct note *v, size_t cap, bool with_late, bool with_reserve,
+                               int *late)
 {
     /* A start with no room for the reserve (16 MiB by default, on a 3 MiB
      * disk) says so on the mount's terminal, and leaves nothing of it. */
@@ -252,11 +253,17 @@ static size_t closed_then_full(struct note *v, size_t cap, bool with_late, int *
     free(out);
     cr_assert_eq(mount("tmpfs", E.cache, "tmpfs", MS_REMOUNT, "size=24m,mode=0700"), 0,
                  "cannot grow the tmpfs: %s", strerror(errno));
-    sy_mount(false, "--sync-interval 3600 --cache-reserve 6M");
+    sy_mount(false, with_reserve ? "--sync-interval 3600 --cache-reserve 6M"
+                                 : "--sync-interval 3600 --cache-reserve 0");
     struct stat st;
-    cr_assert_eq(stat(reserve, &st), 0, "no reserve at %s:\n%s", reserve, sy_log_grep("reserve"));
-    cr_assert_geq((long long)st.st_blocks * 512, 6ll << 20, "a reserve of %lld bytes",
-                  (long long)st.st_blocks * 512);
+    if (!with_reserve) {
+        cr_assert_neq(stat(reserve, &st), 0, "a reserve with --cache-reserve 0");
+    } else {
+        cr_assert_eq(stat(reserve, &st), 0, "no reserve at %s:\n%s", reserve,
+                     sy_log_grep("reserve"));
+        cr_assert_geq((long long)st.st_blocks * 512, 6ll << 20, "a reserve of %lld bytes",
+                      (long long)st.st_blocks * 512);
+    }
 
     /* A large one first, whose journal record leaves blocks for the late
      * ones. */
@@ -320,7 +327,7 @@ static void end_session_on_full_disk(bool with_late)
 {
     static struct note v[60];
     int late = 0;
-    size_t n = closed_then_full(v, 60, with_late, &late);
+    size_t n = closed_then_full(v, 60, with_late, true, &late);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char *out = NULL;
@@ -358,7 +365,7 @@ Test(mount_sync_full, a_flush_after_a_daemon_died_on_a_full_disk_pushes_what_was
 {
     static struct note v[60];
     int late = 0;
-    size_t n = closed_then_full(v, 60, true, &late);
+    size_t n = closed_then_full(v, 60, true, true, &late);
     pid_t pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 0);
     kill(pid, SIGKILL);
@@ -422,4 +429,58 @@ Test(mount_sync_full, an_unmount_that_leaves_a_store_mounted_tries_the_reserve_a
     all_in_store(v[1], 8, 0);
     store = first;
     free(store_b);
+}
+
+/* Without a reserve (--cache-reserve 0), a session that ends on a full
+ * disk pushes nothing, and says so: the files closed on the full disk,
+ * which only the journal holds, are named in a part of their own (they
+ * were in no count, and a session that had closed only such files
+ * reported everything pushed).  A flush once the disk has room pushes
+ * them all. */
+Test(mount_sync_full, without_a_reserve_the_unmount_names_what_the_journal_holds)
+{
+    static struct note v[60];
+    int late = 0;
+    size_t n = closed_then_full(v, 60, true, false, &late);
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 0);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "timeout 90 $MFS unmount %s", mnt);
+    cr_expect_eq(rc, 3, "unmount exit %d: %s", rc, out);
+    /* Every note closed is in one count or the other: in a row (a commit
+     * that carried it went through), or in the journal only. */
+    const char *w = out ? strstr(out, " closed while the cache's disk was full, kept in its "
+                                      "journal of closed files") : NULL;
+    cr_assert_not_null(w, "the files the journal holds are not named: %s", out);
+    while (w > out && w[-1] != ' ')
+        w--;
+    while (w > out && w[-1] == ' ')
+        w--;
+    while (w > out && w[-1] >= '0' && w[-1] <= '9')
+        w--;
+    long waiting = strtol(w, NULL, 10), in_rows = 0;
+    const char *r = strstr(out, "local change");
+    if (r) {
+        while (r > out && r[-1] == ' ')
+            r--;
+        while (r > out && r[-1] >= '0' && r[-1] <= '9')
+            r--;
+        in_rows = strtol(r, NULL, 10);
+    }
+    cr_expect_gt(waiting, 0, "%s", out);
+    cr_expect_eq(waiting + in_rows, (long)n, "%ld in the journal and %ld in rows, of %zu closed: %s",
+                 waiting, in_rows, n, out);
+    free(out);
+
+    /* The daemon ends after its answer: until then it holds its journal,
+     * which a flush leaves to it. */
+    for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    cr_assert_neq(kill(pid, 0), 0, "the daemon (pid %d) did not end", (int)pid);
+    cr_assert_eq(mount("tmpfs", E.cache, "tmpfs", MS_REMOUNT, "size=64m,mode=0700"), 0,
+                 "cannot grow the tmpfs: %s", strerror(errno));
+    rc = mnt_sh(&E, &out, "$MFS flush --cache-dir \"$CACHE\"");
+    cr_expect_eq(rc, 0, "flush exit %d: %s", rc, out);
+    free(out);
+    all_in_store(v, n, late);
 }

@@ -269,6 +269,7 @@ struct cache_usage {
     uint64_t content_bytes;        /* bytes of content held (every blob) */
     uint64_t blobs;
     uint64_t evicted_files;        /* files whose content --cache-max-size evicted */
+    uint64_t reserve_bytes;        /* blocks of CACHE_DIR/reserve (cache/reserve.c) */
 };
 int cache_usage(struct cache *c, struct cache_usage *u);
 

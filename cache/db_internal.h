@@ -190,6 +190,9 @@ static inline void db_room_back(struct cache *c)
     __atomic_store_n(&c->no_room, false, __ATOMIC_RELEASE);
 }
 
+/* The blocks CACHE_DIR/reserve holds (reserve.c); 0 when there is none. */
+uint64_t db_reserve_bytes(const struct cache *c);
+
 static inline void db_lock(struct cache *c)
 {
     pthread_mutex_lock(&c->lock);

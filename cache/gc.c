@@ -157,6 +157,7 @@ int cache_usage(struct cache *c, struct cache_usage *u)
     u->evicted_files = (uint64_t)v;
     u->db_bytes = file_size(c->dir, "cache.db");
     u->wal_bytes = file_size(c->dir, "cache.db-wal");
+    u->reserve_bytes = db_reserve_bytes(c);
     db_unlock(c);
     return rc;
 }

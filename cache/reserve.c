@@ -42,6 +42,16 @@ static void fmt_mib(uint64_t bytes, char *out, size_t len)
     snprintf(out, len, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
 }
 
+uint64_t db_reserve_bytes(const struct cache *c)
+{
+    char path[4200];
+    reserve_path(c, path, sizeof(path));
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    return (uint64_t)st.st_blocks * 512;
+}
+
 int cache_reserve_keep(struct cache *c, uint64_t bytes)
 {
     char path[4200], why[600] = "";

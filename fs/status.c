@@ -74,12 +74,14 @@ struct health {
     int64_t since;      /* stuck: the sync's start; failing/failed: the first failure */
     int64_t secs;       /* how long since then */
     struct syncer_health h;
+    size_t waiting;     /* files closed on a full disk only the journal holds */
 };
 
 static void health_of(struct daemon *d, struct fs_store *s, struct health *o)
 {
     memset(o, 0, sizeof(*o));
     syncer_health(d->sync, s->sync_idx, &o->h);
+    (void)cache_journal_waiting(d->cache, s->id, &o->waiting);
     int64_t now = (int64_t)time(NULL);
     o->state = "ok";
     if (o->h.running_since && now - o->h.running_since > o->h.interval_s) {
@@ -182,7 +184,9 @@ static void json_store(struct daemon *d, struct fs_store *s, struct jbuf *b,
         jbuf_addf(b, "%llu", (unsigned long long)d->cache_max_size);
     else
         jbuf_adds(b, "null");
-    jbuf_addf(b, ",\"evicted_files\":%llu}", (unsigned long long)u->evicted_files);
+    jbuf_addf(b, ",\"evicted_files\":%llu,\"reserve_bytes\":%llu,\"journal_waiting\":%zu}",
+              (unsigned long long)u->evicted_files, (unsigned long long)u->reserve_bytes,
+              hl->waiting);
     struct budget bg;
     read_budget(d, &bg);
     fmt_time(bg.until_s, ts, sizeof(ts));
@@ -272,6 +276,10 @@ static void text_store(struct daemon *d, struct fs_store *s, FILE *f,
     if (st->unsaved)
         fprintf(f, "  not closed yet  %llu new file%s: pushed once a writer closes or fsyncs "
                    "them\n", (unsigned long long)st->unsaved, st->unsaved == 1 ? "" : "s");
+    if (hl->waiting)
+        fprintf(f, "  disk full       %zu file%s closed since the cache's disk filled up, kept "
+                   "in its journal of closed files: shown and pushed once it has room\n",
+                hl->waiting, hl->waiting == 1 ? "" : "s");
     if (when)
         fprintf(f, "                  pushed %u, deleted %u, conflicts %u, refused %u, "
                    "held %u, failed %u\n",
@@ -292,9 +300,12 @@ static void text_store(struct daemon *d, struct fs_store *s, FILE *f,
     fmt_size(u->wal_bytes, wal, sizeof(wal));
     fmt_size(u->content_bytes, content, sizeof(content));
     fmt_size(d->cache_max_size, max, sizeof(max));
-    fprintf(f, "  cache           %s on disk in %s (content %s%s%s; write-ahead log %s)\n", disk,
-            d->cache_dir, content, d->cache_max_size ? ", --cache-max-size " : "",
-            d->cache_max_size ? max : "", wal);
+    char reserve[32];
+    fmt_size(u->reserve_bytes, reserve, sizeof(reserve));
+    fprintf(f, "  cache           %s on disk in %s (content %s%s%s; write-ahead log %s; "
+               "reserve %s)\n", disk, d->cache_dir, content,
+            d->cache_max_size ? ", --cache-max-size " : "", d->cache_max_size ? max : "", wal,
+            u->reserve_bytes ? reserve : "none");
     fprintf(f, "  content cached  %llu / %llu",
             (unsigned long long)(st->files - st->missing_content - st->evicted),
             (unsigned long long)st->files);

@@ -298,6 +298,13 @@ static size_t closed_then_full(struct note *v, size_t cap, bool with_late, bool 
     cr_assert_gt(*late, 0, "no note could be closed once the disk was full");
     cr_assert(sy_wait_log("could not commit files closed in the last moments", NULL, 1, WITHIN),
               "no commit failed after its closes had returned:\n%s", sy_log_grep("cache"));
+    /* status names the reserve and the closes only the journal holds. */
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS status"), 0, "%s", out);
+    cr_expect(out && strstr(out, with_reserve ? "; reserve 6.0 MiB)" : "; reserve none)"), "%s",
+              out);
+    cr_expect(out && strstr(out, "closed since the cache's disk filled up, kept in its journal"),
+              "%s", out);
+    free(out);
     return n;
 }
 

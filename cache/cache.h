@@ -103,11 +103,12 @@ int cache_reserve_release(struct cache *c, uint64_t *freed);
  * of directory dir only. */
 int cache_reserve_free(const char *dir, uint64_t *freed);
 bool cache_lacks_room(struct cache *c);
-/* How many files of store closes a failed commit left to the journal of
- * closed files still wait for (the disk full since): they are in no row
- * yet, so cache_store_stats does not count them.  *n is 0 when nothing
- * waits. */
-int cache_journal_waiting(struct cache *c, const char *store, size_t *n);
+/* The files of store whose last close a failed commit left to the journal
+ * of closed files (the disk full since), that cache_store_pending does not
+ * count as changes left (*n; a dirty or refused row is counted there);
+ * *n_new of them are counted there as new files never closed, which a
+ * writer did close.  Both 0 when nothing waits. */
+int cache_journal_waiting(struct cache *c, const char *store, size_t *n, size_t *n_new);
 /* Process-wide counts of the cache's WAL I/O (cache/walbuf.c): the writes
  * SQLite made to write-ahead logs, and the calls that reached the file
  * system for them (one a commit when the buffer works). */

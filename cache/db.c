@@ -237,11 +237,13 @@ void db_errors_flush(struct cache *c)
  * the reserve, cache/reserve.c); a commit clears it (db_room_back). */
 static int noted(struct cache *c, int rc)
 {
-    int e = 0;
+    int e = 0, x = sqlite3_extended_errcode(c->db);
     if ((rc & 0xff) == SQLITE_FULL)
         e = ENOSPC; /* its unix VFS keeps no errno for it */
-    else if ((rc & 0xff) == SQLITE_IOERR)
-        e = sqlite3_system_errno(c->db);
+    else if ((rc & 0xff) == SQLITE_IOERR &&
+             (x == SQLITE_IOERR_WRITE || x == SQLITE_IOERR_FSYNC || x == SQLITE_IOERR_TRUNCATE ||
+              x == SQLITE_IOERR_SHMSIZE || x == SQLITE_IOERR_SHMMAP))
+        e = sqlite3_system_errno(c->db); /* set with those codes: never a stale one */
     if (e != ENOSPC && e != EDQUOT)
         return db_errno(rc);
     __atomic_store_n(&c->no_room, true, __ATOMIC_RELEASE);

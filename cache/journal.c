@@ -622,48 +622,89 @@ void db_journal_close(struct cache *c)
     c->jfd = -1;
 }
 
-int cache_journal_waiting(struct cache *c, const char *store, size_t *n)
+static int cmp_u64(const void *a, const void *b)
 {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The inos of store's records from offset 0 to jend, sorted, each once
+ * (a file closed twice is one file): every record there is of the epoch
+ * the failed commit rolled back (the invariants above), read header by
+ * header as they were written. */
+static int waiting_inos(struct cache *c, const char *store, uint64_t **out, size_t *n)
+{
+    uint64_t *v = NULL;
+    size_t len = strlen(store), cap = 0;
     *n = 0;
+    for (off_t off = 0; off + (off_t)sizeof(struct jhdr) <= c->jend;) {
+        struct jhdr h;
+        char id[CACHE_ID_MAX];
+        if (pread(c->jfd, &h, sizeof(h), off) != (ssize_t)sizeof(h) || h.magic != J_MAGIC ||
+            h.store_len >= CACHE_ID_MAX ||
+            pread(c->jfd, id, h.store_len, off + (off_t)sizeof(h)) != (ssize_t)h.store_len)
+            break;
+        off += (off_t)(sizeof(h) + h.store_len + h.path_len + h.len);
+        if (h.store_len != len || memcmp(id, store, len) != 0)
+            continue;
+        if (*n == cap) {
+            uint64_t *w = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*w));
+            if (!w) {
+                free(v);
+                return -ENOMEM;
+            }
+            v = w;
+        }
+        v[(*n)++] = h.ino;
+    }
+    if (*n)
+        qsort(v, *n, sizeof(*v), cmp_u64);
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!k || v[k - 1] != v[i])
+            v[k++] = v[i];
+    *n = k;
+    *out = v;
+    return 0;
+}
+
+int cache_journal_waiting(struct cache *c, const char *store, size_t *n, size_t *n_new)
+{
+    *n = *n_new = 0;
     db_lock(c);
-    if (!c->jstuck || c->jfd < 0 || c->jend <= 0) {
-        pthread_mutex_unlock(&c->lock);
+    if (!c->jstuck || c->jfd < 0) {
+        db_unlock(c);
         return 0;
     }
-    /* Every record from offset 0 to jend is of the epoch the failed commit
-     * rolled back (journal.c's invariants): read as they were written. */
-    size_t size = (size_t)c->jend;
-    char *data = malloc(size);
-    ssize_t got = data ? pread(c->jfd, data, size, 0) : -1;
-    int rc = !data ? -ENOMEM : got < 0 ? -errno : 0;
     uint64_t *inos = NULL;
-    size_t n_inos = 0;
-    for (size_t off = 0; !rc && (size_t)got - off >= sizeof(struct jhdr);) {
-        struct jhdr h;
-        memcpy(&h, data + off, sizeof(h));
-        size_t need = sizeof(h) + (size_t)h.store_len + h.path_len + h.len;
-        if (h.magic != J_MAGIC || need > (size_t)got - off)
-            break;
-        const char *id = data + off + sizeof(h);
-        off += need;
-        if (h.store_len != strlen(store) || memcmp(id, store, h.store_len) != 0)
+    size_t k = 0;
+    int rc = waiting_inos(c, store, &inos, &k);
+    /* What the other counts have already (cache_store_pending): a dirty or
+     * refused row is a change left either way; a row an open made and no
+     * close has saved (unsaved 1) is counted as never closed, wrongly: the
+     * caller moves it here.  A removed one places nothing. */
+    sqlite3_stmt *st = NULL;
+    if (!rc && k)
+        rc = db_prepare(c, "SELECT state, unsaved, unlinked FROM nodes WHERE ino = ?", &st);
+    for (size_t i = 0; !rc && i < k; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)inos[i]);
+        int step = sqlite3_step(st);
+        if (step == SQLITE_DONE) {
+            ++*n; /* its create was rolled back too */
+        } else if (step != SQLITE_ROW) {
+            rc = db_fail(c, step, "journal waiting");
+        } else if (sqlite3_column_int(st, 2)) {
             continue;
-        bool seen = false; /* a file closed twice is one file */
-        for (size_t i = 0; i < n_inos && !seen; i++)
-            seen = inos[i] == h.ino;
-        if (seen)
-            continue;
-        uint64_t *v = realloc(inos, (n_inos + 1) * sizeof(*v));
-        if (!v) {
-            rc = -ENOMEM;
-            break;
+        } else if (sqlite3_column_int(st, 1) == CACHE_NEW) {
+            ++*n;
+            ++*n_new;
+        } else if (sqlite3_column_int(st, 0) == CNODE_CLEAN) {
+            ++*n;
         }
-        inos = v;
-        inos[n_inos++] = h.ino;
     }
-    pthread_mutex_unlock(&c->lock);
-    free(data);
+    db_finish(c, st);
+    db_unlock(c);
     free(inos);
-    *n = n_inos;
     return rc;
 }

@@ -152,9 +152,10 @@ static bool report_store(struct daemon *d, const struct fs_store *s, FILE *repor
                        refused = st.refused, unsaved = st.unsaved;
     /* Closed while the disk was full, with no room made since: only the
      * daemon's journal holds them (an error reading it counts one). */
-    size_t waiting = 0;
-    if (cache_journal_waiting(d->cache, s->id, &waiting) != 0 && !waiting)
+    size_t waiting = 0, was_new = 0;
+    if (cache_journal_waiting(d->cache, s->id, &waiting, &was_new) != 0 && !waiting)
         waiting = 1;
+    unsaved -= was_new <= unsaved ? was_new : unsaved; /* closed, by the journal */
     if (!left && !refused && !unsaved && !waiting)
         return false;
     /* What happens to each kind, exactly: changes are pushed by the next

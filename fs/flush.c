@@ -127,8 +127,13 @@ static int flush_store(struct cache *c, struct http_client *h, const char *dir,
         (void)cache_reserve_release(c, &freed);
     rc = idx < 0 ? idx : syncer_sync(sy, idx, why, sizeof(why), &rep);
     if (idx >= 0 && !freed && cache_lacks_room(c) && cache_reserve_release(c, &freed) == 0 &&
-        freed)
+        freed) {
+        struct syncer_report first = rep;
         rc = syncer_sync(sy, idx, why, sizeof(why), &rep);
+        rep.pushed += first.pushed; /* what the first sync did counts too */
+        rep.deleted += first.deleted;
+        rep.conflicts += first.conflicts;
+    }
     if (rc)
         fprintf(stderr, "memstorefs flush: %s: %s\n", cs->id, why[0] ? why : strerror(-rc));
     else

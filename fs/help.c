@@ -63,7 +63,7 @@ static const char mount_help[] =
     "  --cache-max-size SIZE   most content the cache keeps (e.g. 500M; default 0: no\n"
     "                          limit); past it clean files are evicted, fetched on open\n"
     "  --cache-reserve SIZE    disk space kept beside the cache for the last sync of a\n"
-    "                          session that ends on a full disk (default 16M; 0: none)\n"
+    "                          session that ends on a full disk (default 24M; 0: none)\n"
     "  --conflicts-keep N      conflict records kept per store (default 100; 0: all)\n"
     "  --conflicts-max-age DAYS  conflict records older than this go (default 30; 0:\n"
     "                          never)\n"

@@ -75,13 +75,14 @@ struct health {
     int64_t secs;       /* how long since then */
     struct syncer_health h;
     size_t waiting;     /* files closed on a full disk only the journal holds */
+    size_t was_new;     /* of those, counted as never closed (unsaved) */
 };
 
 static void health_of(struct daemon *d, struct fs_store *s, struct health *o)
 {
     memset(o, 0, sizeof(*o));
     syncer_health(d->sync, s->sync_idx, &o->h);
-    (void)cache_journal_waiting(d->cache, s->id, &o->waiting);
+    (void)cache_journal_waiting(d->cache, s->id, &o->waiting, &o->was_new);
     int64_t now = (int64_t)time(NULL);
     o->state = "ok";
     if (o->h.running_since && now - o->h.running_since > o->h.interval_s) {
@@ -276,14 +277,14 @@ static void text_store(struct daemon *d, struct fs_store *s, FILE *f,
     if (st->unsaved)
         fprintf(f, "  not closed yet  %llu new file%s: pushed once a writer closes or fsyncs "
                    "them\n", (unsigned long long)st->unsaved, st->unsaved == 1 ? "" : "s");
-    if (hl->waiting)
-        fprintf(f, "  disk full       %zu file%s closed since the cache's disk filled up, kept "
-                   "in its journal of closed files: shown and pushed once it has room\n",
-                hl->waiting, hl->waiting == 1 ? "" : "s");
     if (when)
         fprintf(f, "                  pushed %u, deleted %u, conflicts %u, refused %u, "
                    "held %u, failed %u\n",
                 rep.pushed, rep.deleted, rep.conflicts, rep.refused, rep.held, rep.failed);
+    if (hl->waiting)
+        fprintf(f, "  disk full       %zu file%s closed since the cache's disk filled up, kept "
+                   "in its journal of closed files: shown and pushed once it has room\n",
+                hl->waiting, hl->waiting == 1 ? "" : "s");
     text_health(f, hl);
     struct budget bg;
     read_budget(d, &bg);
@@ -351,6 +352,8 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
         memset(&u, 0, sizeof(u));
     struct health hl;
     health_of(d, s, &hl);
+    /* Closed, though only the journal knows it yet (a full disk). */
+    st.unsaved -= hl.was_new <= st.unsaved ? hl.was_new : st.unsaved;
     /* Counts that could not be read are said to be unknown, never shown
      * as zeros alone ("0 dirty": nothing left to push). */
     if (!json) {

@@ -165,6 +165,17 @@ static void fill_up(void)
     close(fd);
 }
 
+/* Waits (10 s at most) for the daemon pid to end, after a kill or an
+ * unmount's answer; asserts that it did. */
+static void wait_gone(pid_t pid, bool kill_it)
+{
+    if (kill_it)
+        kill(pid, SIGKILL);
+    for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    cr_assert_neq(kill(pid, 0), 0, "the daemon (pid %d) did not end", (int)pid);
+}
+
 /* What the store won over stays readable while the disk is full, with the
  * daemon and after it stopped: the conflicts commands only read the cache
  * (opening it wrote its header before, and failed there with ENOSPC; a
@@ -204,10 +215,7 @@ Test(mount_sync_full, the_conflict_records_are_read_while_the_disk_is_full)
              * open to apply, which cannot write now. */
             pid_t pid = mnt_daemon_pid(&E);
             cr_assert_gt(pid, 0);
-            kill(pid, SIGKILL);
-            for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
-                usleep(100 * 1000);
-            cr_assert_neq(kill(pid, 0), 0, "the daemon (pid %d) did not die", (int)pid);
+            wait_gone(pid, true);
             fill_up(); /* what its end gave back */
         }
         cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts --cache-dir \"$CACHE\""), 0, "%s", out);
@@ -382,10 +390,7 @@ Test(mount_sync_full, a_flush_after_a_daemon_died_on_a_full_disk_pushes_what_was
     size_t n = closed_then_full(v, 60, true, true, &late);
     pid_t pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 0);
-    kill(pid, SIGKILL);
-    for (int i = 0; i < 50 && kill(pid, 0) == 0; i++)
-        usleep(100 * 1000);
-    cr_assert_neq(kill(pid, 0), 0, "the daemon (pid %d) did not die", (int)pid);
+    wait_gone(pid, true);
     fill_up(); /* what its end gave back */
     char *out = NULL;
     (void)mnt_sh(&E, &out, "$MFS unmount %s", mnt); /* the dead mount detached */
@@ -446,10 +451,10 @@ Test(mount_sync_full, an_unmount_that_leaves_a_store_mounted_tries_the_reserve_a
 }
 
 /* Without a reserve (--cache-reserve 0), a session that ends on a full
- * disk pushes nothing of what was closed since its last sync, and says so: the files closed on the full disk,
- * which only the journal holds, are named in a part of their own (they
- * were in no count, and a session that had closed only such files
- * reported everything pushed).  A flush once the disk has room pushes
+ * disk pushes nothing of what was closed since its last sync, and says
+ * so: the files closed on the full disk, which only the journal holds,
+ * are named in a part of their own (they were in no count, and a session
+ * that had closed only such files reported everything pushed).  A flush once the disk has room pushes
  * them all. */
 Test(mount_sync_full, without_a_reserve_the_unmount_names_what_the_journal_holds)
 {
@@ -489,9 +494,7 @@ Test(mount_sync_full, without_a_reserve_the_unmount_names_what_the_journal_holds
 
     /* The daemon ends after its answer: until then it holds its journal,
      * which a flush leaves to it. */
-    for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
-        usleep(100 * 1000);
-    cr_assert_neq(kill(pid, 0), 0, "the daemon (pid %d) did not end", (int)pid);
+    wait_gone(pid, false);
     cr_assert_eq(mount("tmpfs", E.cache, "tmpfs", MS_REMOUNT, "size=64m,mode=0700"), 0,
                  "cannot grow the tmpfs: %s", strerror(errno));
     rc = mnt_sh(&E, &out, "$MFS flush --cache-dir \"$CACHE\"");

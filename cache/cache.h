@@ -103,12 +103,6 @@ int cache_reserve_release(struct cache *c, uint64_t *freed);
  * of directory dir only. */
 int cache_reserve_free(const char *dir, uint64_t *freed);
 bool cache_lacks_room(struct cache *c);
-/* The files of store whose last close a failed commit left to the journal
- * of closed files (the disk full since), that cache_store_pending does not
- * count as changes left (*n; a dirty or refused row is counted there);
- * *n_new of them are counted there as new files never closed, which a
- * writer did close.  Both 0 when nothing waits. */
-int cache_journal_waiting(struct cache *c, const char *store, size_t *n, size_t *n_new);
 /* Process-wide counts of the cache's WAL I/O (cache/walbuf.c): the writes
  * SQLite made to write-ahead logs, and the calls that reached the file
  * system for them (one a commit when the buffer works). */
@@ -200,6 +194,11 @@ struct cache_store_stats {
     uint64_t conflicts;  /* conflict records kept (cache/resolve.c) */
     uint64_t evicted;    /* files whose content --cache-max-size evicted (not
                           * in missing_content: fetched when opened) */
+    /* Files whose last close a failed commit left to the journal of closed
+     * files (the disk full since), in no other count: a dirty or refused
+     * row stays in its own, and a row an open made counts here, not in
+     * unsaved (a writer did close it).  0 while nothing waits. */
+    uint64_t journal_waiting;
 };
 int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *st);
 /* The fields of cache_store_stats that say what is left to push (dirty,

@@ -668,21 +668,18 @@ static int waiting_inos(struct cache *c, const char *store, uint64_t **out, size
     return 0;
 }
 
-int cache_journal_waiting(struct cache *c, const char *store, size_t *n, size_t *n_new)
+int db_journal_waiting(struct cache *c, const char *store, size_t *n, size_t *n_new)
 {
     *n = *n_new = 0;
-    db_lock(c);
-    if (!c->jstuck || c->jfd < 0) {
-        db_unlock(c);
+    if (!c->jstuck || c->jfd < 0)
         return 0;
-    }
     uint64_t *inos = NULL;
     size_t k = 0;
     int rc = waiting_inos(c, store, &inos, &k);
     /* What the other counts have already (cache_store_pending): a dirty or
      * refused row is a change left either way; a row an open made and no
-     * close has saved (unsaved 1) is counted as never closed, wrongly: the
-     * caller moves it here.  A removed one places nothing. */
+     * close has saved (unsaved 1) is counted as never closed, wrongly:
+     * cache_store_stats moves it here.  A removed one places nothing. */
     sqlite3_stmt *st = NULL;
     if (!rc && k)
         rc = db_prepare(c, "SELECT state, unsaved, unlinked FROM nodes WHERE ino = ?", &st);
@@ -704,7 +701,6 @@ int cache_journal_waiting(struct cache *c, const char *store, size_t *n, size_t 
         }
     }
     db_finish(c, st);
-    db_unlock(c);
     free(inos);
     return rc;
 }

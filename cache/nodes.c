@@ -351,6 +351,12 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
         }
         db_finish(c, st);
     }
+    /* Closed on a full disk: only the journal holds them yet. */
+    size_t waiting = 0, was_new = 0;
+    if (!rc)
+        rc = db_journal_waiting(c, store_id, &waiting, &was_new);
+    s->journal_waiting = waiting;
+    s->unsaved -= was_new <= s->unsaved ? was_new : s->unsaved;
     db_unlock(c);
     return rc;
 }

@@ -32,9 +32,9 @@
 #include "log.h"
 #include "private.h"
 
-static void reserve_path(const struct cache *c, char *out, size_t len)
+static void reserve_path(const char *dir, char *out, size_t len)
 {
-    snprintf(out, len, "%s/reserve", c->dir);
+    snprintf(out, len, "%s/reserve", dir);
 }
 
 static void fmt_mib(uint64_t bytes, char *out, size_t len)
@@ -45,7 +45,7 @@ static void fmt_mib(uint64_t bytes, char *out, size_t len)
 uint64_t db_reserve_bytes(const struct cache *c)
 {
     char path[4200];
-    reserve_path(c, path, sizeof(path));
+    reserve_path(c->dir, path, sizeof(path));
     struct stat st;
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return 0;
@@ -55,7 +55,7 @@ uint64_t db_reserve_bytes(const struct cache *c)
 int cache_reserve_keep(struct cache *c, uint64_t bytes)
 {
     char path[4200], why[600] = "";
-    reserve_path(c, path, sizeof(path));
+    reserve_path(c->dir, path, sizeof(path));
     if (!bytes) {
         int rc = priv_unlink(path, S_IFREG); /* --cache-reserve 0: none kept */
         return rc == -ENOENT ? 0 : rc;
@@ -90,7 +90,7 @@ int cache_reserve_keep(struct cache *c, uint64_t bytes)
 int cache_reserve_free(const char *dir, uint64_t *freed)
 {
     char path[4200];
-    snprintf(path, sizeof(path), "%s/reserve", dir);
+    reserve_path(dir, path, sizeof(path));
     *freed = 0;
     struct stat st;
     if (lstat(path, &st) != 0)

@@ -88,9 +88,10 @@ static size_t live_stores(void)
 
 size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report)
 {
-    if (n && n >= live_stores())
+    bool last = n >= live_stores();
+    if (n && last)
         sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
-    daemon_final_sync(&D, v, n, n >= live_stores());
+    daemon_final_sync(&D, v, n, last);
     for (size_t i = 0; i < n; i++) {
         if (!v[i]->gone)
             daemon_teardown_store(v[i]);

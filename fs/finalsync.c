@@ -151,11 +151,8 @@ static bool report_store(struct daemon *d, const struct fs_store *s, FILE *repor
     unsigned long long left = st.dirty + st.tombstones - st.kept_deletions,
                        refused = st.refused, unsaved = st.unsaved;
     /* Closed while the disk was full, with no room made since: only the
-     * daemon's journal holds them (an error reading it counts one). */
-    size_t waiting = 0, was_new = 0;
-    if (cache_journal_waiting(d->cache, s->id, &waiting, &was_new) != 0 && !waiting)
-        waiting = 1;
-    unsaved -= was_new <= unsaved ? was_new : unsaved; /* closed, by the journal */
+     * daemon's journal holds them. */
+    unsigned long long waiting = st.journal_waiting;
     if (!left && !refused && !unsaved && !waiting)
         return false;
     /* What happens to each kind, exactly: changes are pushed by the next
@@ -178,7 +175,7 @@ static bool report_store(struct daemon *d, const struct fs_store *s, FILE *repor
                               k ? "; " : "", unsaved, unsaved == 1 ? "" : "s",
                               unsaved == 1 ? "it" : "them");
     if (waiting)
-        snprintf(parts + k, sizeof(parts) - k, "%s%zu file%s closed while the cache's disk was "
+        snprintf(parts + k, sizeof(parts) - k, "%s%llu file%s closed while the cache's disk was "
                  "full, kept in its journal of closed files (the next start with room, or "
                  "memstorefs flush, puts %s back and pushes %s)", k ? "; " : "", waiting,
                  waiting == 1 ? "" : "s", waiting == 1 ? "it" : "them",

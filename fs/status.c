@@ -74,15 +74,12 @@ struct health {
     int64_t since;      /* stuck: the sync's start; failing/failed: the first failure */
     int64_t secs;       /* how long since then */
     struct syncer_health h;
-    size_t waiting;     /* files closed on a full disk only the journal holds */
-    size_t was_new;     /* of those, counted as never closed (unsaved) */
 };
 
 static void health_of(struct daemon *d, struct fs_store *s, struct health *o)
 {
     memset(o, 0, sizeof(*o));
     syncer_health(d->sync, s->sync_idx, &o->h);
-    (void)cache_journal_waiting(d->cache, s->id, &o->waiting, &o->was_new);
     int64_t now = (int64_t)time(NULL);
     o->state = "ok";
     if (o->h.running_since && now - o->h.running_since > o->h.interval_s) {
@@ -185,9 +182,12 @@ static void json_store(struct daemon *d, struct fs_store *s, struct jbuf *b,
         jbuf_addf(b, "%llu", (unsigned long long)d->cache_max_size);
     else
         jbuf_adds(b, "null");
-    jbuf_addf(b, ",\"evicted_files\":%llu,\"reserve_bytes\":%llu,\"journal_waiting\":%zu}",
-              (unsigned long long)u->evicted_files, (unsigned long long)u->reserve_bytes,
-              hl->waiting);
+    jbuf_addf(b, ",\"evicted_files\":%llu,\"reserve_bytes\":%llu,\"journal_waiting\":",
+              (unsigned long long)u->evicted_files, (unsigned long long)u->reserve_bytes);
+    if (st)
+        jbuf_addf(b, "%llu}", (unsigned long long)st->journal_waiting);
+    else
+        jbuf_adds(b, "null}");
     struct budget bg;
     read_budget(d, &bg);
     fmt_time(bg.until_s, ts, sizeof(ts));
@@ -281,10 +281,10 @@ static void text_store(struct daemon *d, struct fs_store *s, FILE *f,
         fprintf(f, "                  pushed %u, deleted %u, conflicts %u, refused %u, "
                    "held %u, failed %u\n",
                 rep.pushed, rep.deleted, rep.conflicts, rep.refused, rep.held, rep.failed);
-    if (hl->waiting)
-        fprintf(f, "  disk full       %zu file%s closed since the cache's disk filled up, kept "
+    if (st->journal_waiting)
+        fprintf(f, "  disk full       %llu file%s closed since the cache's disk filled up, kept "
                    "in its journal of closed files: shown and pushed once it has room\n",
-                hl->waiting, hl->waiting == 1 ? "" : "s");
+                (unsigned long long)st->journal_waiting, st->journal_waiting == 1 ? "" : "s");
     text_health(f, hl);
     struct budget bg;
     read_budget(d, &bg);
@@ -352,8 +352,6 @@ static void one_store(struct daemon *d, struct fs_store *s, FILE *f, bool json)
         memset(&u, 0, sizeof(u));
     struct health hl;
     health_of(d, s, &hl);
-    /* Closed, though only the journal knows it yet (a full disk). */
-    st.unsaved -= hl.was_new <= st.unsaved ? hl.was_new : st.unsaved;
     /* Counts that could not be read are said to be unknown, never shown
      * as zeros alone ("0 dirty": nothing left to push). */
     if (!json) {

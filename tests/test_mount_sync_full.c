@@ -454,8 +454,8 @@ Test(mount_sync_full, an_unmount_that_leaves_a_store_mounted_tries_the_reserve_a
  * disk pushes nothing of what was closed since its last sync, and says
  * so: the files closed on the full disk, which only the journal holds,
  * are named in a part of their own (they were in no count, and a session
- * that had closed only such files reported everything pushed).  A flush once the disk has room pushes
- * them all. */
+ * that had closed only such files reported everything pushed).  A flush
+ * once the disk has room pushes them all. */
 Test(mount_sync_full, without_a_reserve_the_unmount_names_what_the_journal_holds)
 {
     static struct note v[60];

@@ -2,7 +2,9 @@
  * the session's end, a signal): a short grace for the files of those
  * stores still open with unsaved edits, which are then kept as records
  * (their buffers left as they are; the daemon's other stores' open files
- * are not this unmount's to wait for or touch); the sync of every store
+ * are not this unmount's to wait for or touch; on a full disk with the
+ * cache's reserve, freed for them; one that still cannot be kept is lost
+ * and named in its store's report); the sync of every store
  * on a thread of its own, bounded by the flush timeout, past which the
  * requests in flight for those stores (not the others') are cancelled
  * and what they carried stays dirty in the cache for the next mount; then, once the stores are torn down (no
@@ -45,7 +47,7 @@ static bool free_reserve(struct cache *c)
 static void *final_main(void *arg)
 {
     struct final_job *j = arg;
-    bool freed = false;
+    bool freed = j->freed;
     for (size_t i = 0; i < j->n; i++) {
         char why[512];
         freed = freed || free_reserve(j->d->cache);
@@ -77,6 +79,21 @@ static bool of_these(void *arg, uint64_t row)
     return false;
 }
 
+/* An open file's unsaved edit that could not be kept: counted for its
+ * store's report (the edit is lost with the daemon's end). */
+static void edit_lost(void *arg, uint64_t row, int err)
+{
+    const struct final_job *j = arg;
+    char id[CACHE_ID_MAX];
+    bool known = cache_store_of(j->d->cache, row, id) == 0;
+    for (size_t i = 0; i < j->n; i++)
+        if (!known || strcmp(j->v[i]->id, id) == 0) {
+            if (!j->v[i]->edits_lost++)
+                j->v[i]->edits_lost_err = err;
+            return; /* a row of no known store: counted by the first */
+        }
+}
+
 /* The contract: daemon.h. */
 void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, bool last)
 {
@@ -96,7 +113,19 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, bool las
     for (int64_t waited = 0; waited < grace_ms && ofile_unsaved_count(of_these, &j) > 0;
          waited += 100)
         usleep(100 * 1000);
-    size_t failed = 0, kept = ofile_keep_unsaved_all(d->cache, of_these, &j, &failed);
+    /* Keeping an edit writes to the cache: on a full disk, with the
+     * reserve (freed before the sync would free it anyway). */
+    j.freed = free_reserve(d->cache);
+    size_t kept = ofile_keep_unsaved_all(d->cache, of_these, edit_lost, &j);
+    size_t lost = 0;
+    for (size_t i = 0; i < n; i++)
+        lost += v[i]->edits_lost;
+    /* Found out of room only by the keeping: once more, with the reserve. */
+    if (lost && !j.freed && (j.freed = free_reserve(d->cache))) {
+        for (size_t i = 0; i < n; i++)
+            v[i]->edits_lost = 0;
+        kept += ofile_keep_unsaved_all(d->cache, of_these, edit_lost, &j);
+    }
     if (kept) {
         char nk[32];
         snprintf(nk, sizeof(nk), "%zu", kept);
@@ -104,9 +133,14 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, bool las
                  "is pushed and the edits are kept in the cache (memstorefs conflicts)",
                  "files", nk, "cache_dir", d->cache_dir);
     }
-    if (failed)
-        log_error("cannot keep the unsaved edits of a file still open at unmount", "cache_dir",
-                  d->cache_dir);
+    for (size_t i = 0; i < n; i++)
+        if (v[i]->edits_lost) {
+            char nl[32];
+            snprintf(nl, sizeof(nl), "%zu", v[i]->edits_lost);
+            log_error("cannot keep the unsaved edits of a file still open at unmount",
+                      "memory_store_id", v[i]->id, "files", nl, "error",
+                      strerror(-v[i]->edits_lost_err), "cache_dir", d->cache_dir);
+        }
     pthread_t t;
     if (pthread_create(&t, NULL, final_main, &j) != 0) {
         final_main(&j);
@@ -153,7 +187,10 @@ static bool report_store(struct daemon *d, const struct fs_store *s, FILE *repor
     /* Closed while the disk was full, with no room made since: only the
      * daemon's journal holds them. */
     unsigned long long waiting = st.journal_waiting;
-    if (!left && !refused && !unsaved && !waiting)
+    /* Open at the final sync with edits no writer saved, which the cache
+     * could not keep: in the buffer alone, gone with the daemon. */
+    unsigned long long lost = s->edits_lost;
+    if (!left && !refused && !unsaved && !waiting && !lost)
         return false;
     /* What happens to each kind, exactly: changes are pushed by the next
      * mount or `flush`; a refused file only once its content changes; a
@@ -175,11 +212,16 @@ static bool report_store(struct daemon *d, const struct fs_store *s, FILE *repor
                               k ? "; " : "", unsaved, unsaved == 1 ? "" : "s",
                               unsaved == 1 ? "it" : "them");
     if (waiting)
-        snprintf(parts + k, sizeof(parts) - k, "%s%llu file%s closed while the cache's disk was "
-                 "full, kept in its journal of closed files (the next start with room, or "
-                 "memstorefs flush, puts %s back and pushes %s)", k ? "; " : "", waiting,
-                 waiting == 1 ? "" : "s", waiting == 1 ? "it" : "them",
-                 waiting == 1 ? "it" : "them");
+        k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%s%llu file%s closed while the "
+                              "cache's disk was full, kept in its journal of closed files (the "
+                              "next start with room, or memstorefs flush, puts %s back and "
+                              "pushes %s)", k ? "; " : "", waiting, waiting == 1 ? "" : "s",
+                              waiting == 1 ? "it" : "them", waiting == 1 ? "it" : "them");
+    if (lost)
+        snprintf(parts + k, sizeof(parts) - k, "%s%llu file%s still open with edits no writer "
+                 "saved, which the cache could not keep (%s): those edits are lost, %s last "
+                 "saved state is kept", k ? "; " : "", lost, lost == 1 ? "" : "s",
+                 strerror(-s->edits_lost_err), lost == 1 ? "its" : "their");
     snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s)", s->id, parts,
              d->cache_dir);
     log_warn("memory flush left changes unpushed", "memory_store_id", s->id, "path",

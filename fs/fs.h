@@ -55,6 +55,9 @@ struct fs_store {
     int wake_fd;            /* the daemon's eventfd, written as the loop thread ends */
     bool mounted;
     bool gone;              /* torn down */
+    size_t edits_lost;      /* files open at its final sync whose unsaved
+                             * edits could not be kept (daemon_final_sync) */
+    int edits_lost_err;     /* the first one's negative errno */
     char *final_report;     /* what its unmount reported left unpushed
                              * (malloc'd, "" for nothing), for a second
                              * unmount that asked meanwhile */

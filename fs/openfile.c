@@ -608,23 +608,24 @@ size_t ofile_unsaved_count(ofile_mine_fn mine, void *arg)
     return k;
 }
 
-size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, void *arg, size_t *failed)
+size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, ofile_lost_fn lost,
+                              void *arg)
 {
     /* An entry's lock comes before the cache's, never after the table's:
      * references are taken under the table lock, the work done without it. */
     size_t n = 0, kept = 0;
-    *failed = 0;
     struct ofile **v = take_all(&n);
     for (size_t i = 0; i < n; i++) {
         struct ofile *f = v[i];
         pthread_mutex_lock(&f->lock);
         if (unsaved_locked(f, mine, arg)) {
-            if (cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len,
-                                   CACHE_CONFLICT_UNSAVED) == 0) {
+            int rc = cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len,
+                                        CACHE_CONFLICT_UNSAVED);
+            if (rc == 0) {
                 kept++;
                 f->kept = true;
             } else {
-                (*failed)++;
+                lost(arg, f->row, rc);
             }
         }
         pthread_mutex_unlock(&f->lock);

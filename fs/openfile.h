@@ -197,13 +197,18 @@ typedef bool (*ofile_mine_fn)(void *arg, uint64_t row);
 /* How many of mine's open files hold edits no flush or fsync has saved
  * and no earlier unmount has kept. */
 size_t ofile_unsaved_count(ofile_mine_fn mine, void *arg);
+/* Told of each open file whose unsaved edit could not be kept (its row,
+ * the negative errno), with the entry's lock held. */
+typedef void (*ofile_lost_fn)(void *arg, uint64_t row, int err);
 /* At unmount, for each of mine's open files with unsaved edits: the edit
  * is kept in the cache as a record (cache_keep_unsaved), never as the
  * file's content, since no writer closed or fsynced it; the final sync
  * pushes the file's last saved state.  The buffer stays as it is, so a
  * writer that goes on writing until the mount is gone loses nothing and
  * mixes nothing: what it closes meanwhile is saved whole.  Returns how
- * many were kept; *failed gets how many could not be kept. */
-size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, void *arg, size_t *failed);
+ * many were kept; lost is called for each one that could not be (the
+ * edit is then in the buffer alone, which the daemon's end throws away). */
+size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, ofile_lost_fn lost,
+                              void *arg);
 
 #endif

@@ -11,7 +11,8 @@
  * conflict records stay readable while the disk is full; and a session
  * that ends on a full disk (unmount, or a kill then `memstorefs flush`)
  * pushes every note closed, with the cache's reserve of disk space
- * (cache/reserve.c). */
+ * (cache/reserve.c), and keeps the edit of a file still open (or says it
+ * is lost, without a reserve). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +30,7 @@
 #include "test_mount_sync.h"
 
 static bool tmpfs_mounted;
+static pid_t holder; /* a child holding a file open with an unsaved edit */
 
 static void setup(void)
 {
@@ -44,6 +47,11 @@ static void setup(void)
 
 static void teardown(void)
 {
+    if (holder > 0) {
+        kill(holder, SIGKILL);
+        waitpid(holder, NULL, 0);
+        holder = 0;
+    }
     mnt_stop_daemons(&E);
     if (tmpfs_mounted && umount2(E.cache, MNT_DETACH) != 0)
         cr_log_error("cannot unmount the tmpfs at %s: %s", E.cache, strerror(errno));
@@ -238,13 +246,38 @@ Test(mount_sync_full, the_conflict_records_are_read_while_the_disk_is_full)
     }
 }
 
+/* Starts holder, which opens path for appending, writes tail and holds
+ * the file open (unsaved: no close, no fsync) until killed.  A child that
+ * never forks: a descriptor this process held would be closed (a FLUSH,
+ * which saves) by every shell the test starts. */
+static void hold_edit(const char *path, const char *tail)
+{
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    holder = fork();
+    cr_assert_geq(holder, 0);
+    if (holder == 0) {
+        close(ready[0]);
+        int w = open(path, O_WRONLY | O_APPEND);
+        if (w < 0 || write(w, tail, strlen(tail)) != (ssize_t)strlen(tail))
+            _exit(1);
+        (void)!write(ready[1], "y", 1);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char y = 0;
+    cr_assert_eq(read(ready[0], &y, 1), 1, "the holder could not write to %s", path);
+    close(ready[0]);
+}
+
 /* Notes a writer closed, kept in v (bodies malloc'd): 12 while the disk
  * has room, on a daemon with a reserve of 6 MiB and no periodic sync,
  * then the disk fills up and, with late, as many as it takes (their closes
  * kept by the journal of closed files) until 5 fail.  The count of those
  * in *late. */
 static size_t closed_then_full(struct note *v, size_t cap, bool with_late, bool with_reserve,
-                               int *late)
+                               const char *held_tail, int *late)
 {
     /* A start with no room for the reserve (24 MiB by default, on a 3 MiB
      * disk) says so on the mount's terminal, and leaves nothing of it. */
@@ -288,6 +321,8 @@ static size_t closed_then_full(struct note *v, size_t cap, bool with_late, bool 
     for (int i = 0; i < (with_late ? 112 : 13) && failed < 5 && n < cap; i++) {
         if (i == 12 && !with_reserve)
             sy_after_sync(); /* the late ones are all that is left */
+        if (i == 12 && held_tail)
+            hold_edit(v[1].path, held_tail); /* early001.md */
         if (i == 12)
             fill_up();
         if (i == 12 && !with_late)
@@ -349,7 +384,7 @@ static void end_session_on_full_disk(bool with_late)
 {
     static struct note v[60];
     int late = 0;
-    size_t n = closed_then_full(v, 60, with_late, true, &late);
+    size_t n = closed_then_full(v, 60, with_late, true, NULL, &late);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char *out = NULL;
@@ -370,6 +405,41 @@ Test(mount_sync_full, a_session_ending_on_a_full_disk_pushes_what_was_closed)
     end_session_on_full_disk(true);
 }
 
+/* A file still open with an edit no writer saved when the session ends on
+ * a full disk: the edit is kept as a record (memstorefs conflicts), which
+ * takes room, so the reserve is freed before it is written, not only
+ * before the sync (the edit was lost, and only the daemon's log said so);
+ * the file's saved state is pushed. */
+Test(mount_sync_full, an_edit_left_open_when_a_session_ends_on_a_full_disk_is_kept)
+{
+    static struct note v[60];
+    int late = 0;
+    size_t n = closed_then_full(v, 60, true, true, "unsaved tail\n", &late);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "timeout 90 $MFS unmount %s", mnt);
+    cr_expect_eq(rc, 0, "unmount exit %d (%d late notes closed): %s\n%s", rc, late, out,
+                 sy_log_grep("keep"));
+    free(out);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    holder = 0;
+    cr_expect_eq(mnt_sh(&E, &out, "$MFS conflicts --cache-dir \"$CACHE\""), 0, "%s", out);
+    cr_expect(out && strstr(out, "/early001.md") && strstr(out, "unsaved at unmount"),
+              "the open file's unsaved edit was not kept: %s\n%s", out, sy_log_grep("keep"));
+    free(out);
+    char *id = mnt_q(&E, "SELECT id FROM conflicts WHERE path = '/early001.md' AND kind = 1");
+    cr_assert(id && *id, "no record of the unsaved edit");
+    mnt_sh(&E, &out, "$MFS conflicts show %s --cache-dir \"$CACHE\"", id);
+    char *want = NULL;
+    cr_assert(asprintf(&want, "%sunsaved tail\n", v[1].body) > 0);
+    cr_expect(out && strcmp(out, want) == 0, "the record is not the open buffer (%zu bytes)",
+              out ? strlen(out) : 0);
+    free(want);
+    free(out);
+    free(id);
+    all_in_store(v, n, late); /* early001.md as it was saved */
+}
+
 /* The disk filled by another process after the daemon's last write: no
  * write of the cache failed yet, and a commit may still fit in blocks the
  * write-ahead log has, but the sync's records do not (a record it cannot
@@ -387,7 +457,7 @@ Test(mount_sync_full, a_flush_after_a_daemon_died_on_a_full_disk_pushes_what_was
 {
     static struct note v[60];
     int late = 0;
-    size_t n = closed_then_full(v, 60, true, true, &late);
+    size_t n = closed_then_full(v, 60, true, true, NULL, &late);
     pid_t pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 0);
     wait_gone(pid, true);
@@ -460,7 +530,7 @@ Test(mount_sync_full, without_a_reserve_the_unmount_names_what_the_journal_holds
 {
     static struct note v[60];
     int late = 0;
-    size_t n = closed_then_full(v, 60, true, false, &late);
+    size_t n = closed_then_full(v, 60, true, false, "unsaved tail\n", &late);
     pid_t pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 0);
     char *out = NULL;
@@ -487,9 +557,15 @@ Test(mount_sync_full, without_a_reserve_the_unmount_names_what_the_journal_holds
         in_rows = strtol(r, NULL, 10);
     }
     cr_expect_gt(waiting, 0, "%s", out);
-    cr_expect_eq(waiting + in_rows, (long)late, "%ld in the journal and %ld in rows, of %d "
-                 "closed on the full disk (the others were pushed): %s", waiting, in_rows, late,
-                 out);
+    /* The file held open with an unsaved edit: no room to keep it, and
+     * the report says that edit is lost (only the log said it). */
+    cr_expect(strstr(out, "1 file still open with edits no writer saved, which the cache "
+                          "could not keep (No space left on device): those edits are lost"),
+              "the lost edit is not named: %s", out);
+    /* ... and the file held open, which its writer's open marked. */
+    cr_expect_eq(waiting + in_rows, (long)late + 1, "%ld in the journal and %ld in rows, of %d "
+                 "closed on the full disk (the others were pushed) and one held open: %s",
+                 waiting, in_rows, late, out);
     free(out);
 
     /* The daemon ends after its answer: until then it holds its journal,

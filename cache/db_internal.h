@@ -193,9 +193,15 @@ static inline void db_room_back(struct cache *c)
 /* The blocks CACHE_DIR/reserve holds (reserve.c); 0 when there is none. */
 uint64_t db_reserve_bytes(const struct cache *c);
 
+/* The errno of this thread's last failed write, sync, truncate or
+ * shared-memory call of the cache's files (walbuf.c), 0 if none since the
+ * last take; taking it clears it. */
+int db_io_errno_take(void);
+
 static inline void db_lock(struct cache *c)
 {
     pthread_mutex_lock(&c->lock);
+    (void)db_io_errno_take(); /* none of an earlier operation's */
 }
 /* SQLite rolled the whole transaction back on its own (it may, after
  * SQLITE_FULL, IOERR or NOMEM) in a statement run inside the lazy

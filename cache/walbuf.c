@@ -47,6 +47,7 @@
  * connection that owns the file (the cache lock serialises it).  The VFS
  * is registered once per process (not as the default) and named at
  * sqlite3_open_v2 by cache/db.c. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -83,13 +84,37 @@ static struct wb_file *F(sqlite3_file *p)
     return (struct wb_file *)p;
 }
 
+/* The system's errno of the calling thread's last failed write, sync,
+ * truncate or shared-memory call (db_io_errno_take).  SQLite keeps it
+ * (sqlite3_system_errno) only for failures inside a statement's program,
+ * not for those of a commit: a quota's EDQUOT on a COMMIT's write came
+ * out as errno 0, so as EIO, and was not seen as want of room.  Taken
+ * right after the default VFS returns, before anything can change it
+ * (the unix VFS logs through sqlite3_log, which the cache does not
+ * configure). */
+static __thread int io_errno;
+
+static int caught(int rc)
+{
+    if ((rc & 0xff) == SQLITE_IOERR)
+        io_errno = errno;
+    return rc;
+}
+
+int db_io_errno_take(void)
+{
+    int e = io_errno;
+    io_errno = 0;
+    return e;
+}
+
 static int flush(struct wb_file *f)
 {
     int rc = SQLITE_OK;
     for (size_t done = 0; rc == SQLITE_OK && done < f->len; done += WB_CHUNK) {
         size_t n = f->len - done < WB_CHUNK ? f->len - done : WB_CHUNK;
-        rc = f->real->pMethods->xWrite(f->real, f->buf + done, (int)n,
-                                       f->off + (sqlite3_int64)done);
+        rc = caught(f->real->pMethods->xWrite(f->real, f->buf + done, (int)n,
+                                              f->off + (sqlite3_int64)done));
         __atomic_add_fetch(&wb_flushes, 1, __ATOMIC_RELAXED);
     }
     f->len = 0;
@@ -104,7 +129,7 @@ static int write_through(struct wb_file *f, const void *data, int amt, sqlite3_i
 {
     int rc = flush(f);
     if (rc == SQLITE_OK)
-        rc = f->real->pMethods->xWrite(f->real, data, amt, ofst);
+        rc = caught(f->real->pMethods->xWrite(f->real, data, amt, ofst));
     f->commit_hdr = rc == SQLITE_OK && commit_hdr;
     return rc;
 }
@@ -113,7 +138,7 @@ static int wb_write(sqlite3_file *p, const void *data, int amt, sqlite3_int64 of
 {
     struct wb_file *f = F(p);
     if (!f->wal)
-        return f->real->pMethods->xWrite(f->real, data, amt, ofst);
+        return caught(f->real->pMethods->xWrite(f->real, data, amt, ofst));
     __atomic_add_fetch(&wb_writes, 1, __ATOMIC_RELAXED);
     int rc;
     const unsigned char *d = data;
@@ -188,14 +213,14 @@ static int wb_truncate(sqlite3_file *p, sqlite3_int64 size)
     FLUSHED(f);
     if (f->hi > size)
         f->hi = size;
-    return f->real->pMethods->xTruncate(f->real, size);
+    return caught(f->real->pMethods->xTruncate(f->real, size));
 }
 
 static int wb_sync(sqlite3_file *p, int flags)
 {
     struct wb_file *f = F(p);
     FLUSHED(f);
-    return f->real->pMethods->xSync(f->real, flags);
+    return caught(f->real->pMethods->xSync(f->real, flags));
 }
 
 static int wb_file_size(sqlite3_file *p, sqlite3_int64 *size)
@@ -244,7 +269,7 @@ static int wb_device_characteristics(sqlite3_file *p)
 static int wb_shm_map(sqlite3_file *p, int pg, int pgsz, int extend, void volatile **out)
 {
     sqlite3_file *r = F(p)->real;
-    return r->pMethods->iVersion >= 2 ? r->pMethods->xShmMap(r, pg, pgsz, extend, out)
+    return r->pMethods->iVersion >= 2 ? caught(r->pMethods->xShmMap(r, pg, pgsz, extend, out))
                                       : SQLITE_IOERR_SHMMAP;
 }
 

@@ -21,6 +21,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -245,6 +246,34 @@ struct unmount_ctx {
     int n_asked;
 };
 
+/* Whether daemon pid still holds the lock of a store (its mounts left). */
+static int holds_fn(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
+{
+    (void)file;
+    return alive && info->pid == *(pid_t *)arg;
+}
+
+/* A daemon that answered the unmount of its last store ends then: waited
+ * for (30 s at most; its end lets go of what it held, and a start that
+ * finds its journal of closed files still held leaves that journal to a
+ * later start), so that a mount or `flush` run right after `unmount`
+ * returns finds it gone.  pidfd: opened before the unmount was asked. */
+static void wait_end(int pidfd, pid_t pid)
+{
+    if (pidfd < 0)
+        return;
+    if (rt_each_lock(holds_fn, &pid) == 0) {
+        struct pollfd p = {pidfd, POLLIN, 0};
+        int rc;
+        while ((rc = poll(&p, 1, 30 * 1000)) < 0 && errno == EINTR)
+            ;
+        if (rc == 0)
+            fprintf(stderr, "memstorefs: the daemon (pid %d) was still ending 30 s after its "
+                            "unmount\n", (int)pid);
+    }
+    close(pidfd);
+}
+
 static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
 {
     struct unmount_ctx *u = arg;
@@ -272,11 +301,13 @@ static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *in
      * unsaved edits, then tears the stores down (2 s each at most when a
      * file is held): 4,100 s covers the longest.  Its answer lines (what
      * it unmounted, what it could not push) go to stderr. */
+    int pidfd = (int)syscall(SYS_pidfd_open, info->pid, 0);
     int rc = control_ask_mount(info, cmd, stderr, 4100);
     if (rc == 1)
         u->unpushed++;
     else if (rc)
         u->failed++;
+    wait_end(pidfd, info->pid);
     return 0;
 }
 

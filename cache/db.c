@@ -233,8 +233,9 @@ void db_errors_flush(struct cache *c)
 /* db_errno, told by the system's errno where SQLite's code hides it: a
  * full disk is SQLITE_FULL only for some writes (a quota's EDQUOT, or
  * growing the shared-memory file, come as SQLITE_IOERR).  The errno is
- * the one the cache's VFS caught (walbuf.c): sqlite3_system_errno is 0
- * after a failed COMMIT's write (SQLite 3.40), and never cleared.  A failure for
+ * the one the cache's VFS caught (walbuf.c): sqlite3_system_errno was 0
+ * after a failed COMMIT's write (SQLite 3.40.1, seen in a test), and is
+ * never cleared; it is read only when the VFS caught nothing.  A failure for
  * want of room is noted for cache_lacks_room (the final sync then frees
  * the reserve, cache/reserve.c); a commit clears it (db_room_back). */
 static int noted(struct cache *c, int rc)
@@ -246,6 +247,8 @@ static int noted(struct cache *c, int rc)
              (x == SQLITE_IOERR_WRITE || x == SQLITE_IOERR_FSYNC || x == SQLITE_IOERR_TRUNCATE ||
               x == SQLITE_IOERR_SHMSIZE || x == SQLITE_IOERR_SHMMAP))
         e = db_io_errno_take(); /* SQLite's own misses a commit's (walbuf.c) */
+    if (!e && (rc & 0xff) == SQLITE_IOERR)
+        e = sqlite3_system_errno(c->db); /* the cache's VFS not in use */
     if (e != ENOSPC && e != EDQUOT)
         return db_errno(rc);
     __atomic_store_n(&c->no_room, true, __ATOMIC_RELEASE);

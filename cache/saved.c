@@ -247,11 +247,13 @@ static void *saver(void *arg)
             c->saver_idle = true;
             pthread_cond_wait(&c->saved_cond, &c->lock);
             c->saver_idle = false;
+            (void)db_io_errno_take(); /* the lock taken again: as db_lock */
             continue;
         }
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (before(&now, &until)) {
             pthread_cond_timedwait(&c->saved_cond, &c->lock, &until);
+            (void)db_io_errno_take(); /* the lock taken again: as db_lock */
             continue; /* look again: the group may be gone or be a new one */
         }
         if (c->lazy && db_settle(c) != 0)

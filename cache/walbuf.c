@@ -84,19 +84,20 @@ static struct wb_file *F(sqlite3_file *p)
     return (struct wb_file *)p;
 }
 
-/* The system's errno of the calling thread's last failed write, sync,
- * truncate or shared-memory call (db_io_errno_take).  SQLite keeps it
- * (sqlite3_system_errno) only for failures inside a statement's program,
- * not for those of a commit: a quota's EDQUOT on a COMMIT's write came
- * out as errno 0, so as EIO, and was not seen as want of room.  Taken
- * right after the default VFS returns, before anything can change it
- * (the unix VFS logs through sqlite3_log, which the cache does not
- * configure). */
+/* The system's errno of the calling thread's first failed write, sync,
+ * truncate or shared-memory call since the last take (db_io_errno_take):
+ * the failure SQLite reports, not what its recovery met after it.
+ * sqlite3_system_errno was 0 after a COMMIT whose log write failed
+ * (SQLite 3.40.1; a test VFS failing the writes with EDQUOT saw its
+ * xGetLastError never called), so a quota's EDQUOT read as EIO and was
+ * not seen as want of room.  Taken right after the default VFS returns,
+ * before anything can change it (the unix VFS logs through sqlite3_log,
+ * which the cache does not configure). */
 static __thread int io_errno;
 
 static int caught(int rc)
 {
-    if ((rc & 0xff) == SQLITE_IOERR)
+    if ((rc & 0xff) == SQLITE_IOERR && !io_errno)
         io_errno = errno;
     return rc;
 }

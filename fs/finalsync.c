@@ -85,12 +85,19 @@ static void edit_lost(void *arg, uint64_t row, int err)
 {
     const struct final_job *j = arg;
     char id[CACHE_ID_MAX];
-    bool known = cache_store_of(j->d->cache, row, id) == 0;
+    if (cache_store_of(j->d->cache, row, id) != 0) {
+        /* No store to charge it to (the cache cannot say): the log only. */
+        char r[32];
+        snprintf(r, sizeof(r), "%llu", (unsigned long long)row);
+        log_error("cannot keep the unsaved edits of a file still open at unmount", "ino", r,
+                  "error", strerror(-err), "cache_dir", j->d->cache_dir);
+        return;
+    }
     for (size_t i = 0; i < j->n; i++)
-        if (!known || strcmp(j->v[i]->id, id) == 0) {
+        if (strcmp(j->v[i]->id, id) == 0) {
             if (!j->v[i]->edits_lost++)
                 j->v[i]->edits_lost_err = err;
-            return; /* a row of no known store: counted by the first */
+            return;
         }
 }
 
@@ -104,6 +111,8 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, bool las
      * flush timeout); past it, their edits are kept as records (memstorefs
      * conflicts) and the final sync pushes their last saved state. */
     struct final_job j = {d, v, n, false};
+    for (size_t i = 0; i < n; i++)
+        v[i]->edits_lost = 0;
     /* The flush timeout bounds the whole: the grace is spent from it (it
      * came on top, and an unmount took 10% longer than it said). */
     struct timespec until; /* monotonic: a step of the wall clock stretches nothing */
@@ -172,10 +181,14 @@ static bool report_store(struct daemon *d, const struct fs_store *s, FILE *repor
     int rc = cache_store_stats(d->cache, s->id, &st);
     if (rc) {
         /* Not known to be all pushed: said, and counted as left. */
-        char msg[600];
+        char msg[900], lost[300] = "";
+        if (s->edits_lost)
+            snprintf(lost, sizeof(lost), "; %zu file%s still open with edits no writer saved, "
+                     "which the cache could not keep (%s): those edits are lost", s->edits_lost,
+                     s->edits_lost == 1 ? "" : "s", strerror(-s->edits_lost_err));
         snprintf(msg, sizeof(msg), "memory store %s: cannot read what is left unpushed (%s); "
-                 "the cache (%s) keeps it for the next mount", s->id, strerror(-rc),
-                 d->cache_dir);
+                 "the cache (%s) keeps it for the next mount%s", s->id, strerror(-rc),
+                 d->cache_dir, lost);
         log_warn("memory flush left changes unpushed", "memory_store_id", s->id, "path",
                  s->mount_path, "unpushed", msg);
         if (report)
@@ -219,10 +232,11 @@ static bool report_store(struct daemon *d, const struct fs_store *s, FILE *repor
                               waiting == 1 ? "it" : "them", waiting == 1 ? "it" : "them");
     if (lost)
         snprintf(parts + k, sizeof(parts) - k, "%s%llu file%s still open with edits no writer "
-                 "saved, which the cache could not keep (%s): those edits are lost, %s last "
-                 "saved state is kept", k ? "; " : "", lost, lost == 1 ? "" : "s",
-                 strerror(-s->edits_lost_err), lost == 1 ? "its" : "their");
-    snprintf(msg, sizeof(msg), "memory store %s: %s; they stay in the cache (%s)", s->id, parts,
+                 "saved, which the cache could not keep (%s): those edits are lost",
+                 k ? "; " : "", lost, lost == 1 ? "" : "s", strerror(-s->edits_lost_err));
+    /* Lost edits alone: nothing stays in the cache. */
+    snprintf(msg, sizeof(msg), "memory store %s: %s; %s (%s)", s->id, parts,
+             left || refused || unsaved || waiting ? "they stay in the cache" : "cache",
              d->cache_dir);
     log_warn("memory flush left changes unpushed", "memory_store_id", s->id, "path",
              s->mount_path, "unpushed", msg);

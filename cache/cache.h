@@ -201,6 +201,18 @@ struct cache_store_stats {
     uint64_t journal_waiting;
 };
 int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_stats *st);
+/* The files of a store that only the journal of closed files holds (closed
+ * while the cache's disk was full, their commit rolled back: the ones
+ * journal_waiting counts), by ino with the path of each one's last close,
+ * sorted by ino; none unless such a failed commit is not yet applied
+ * again.  *out (NULL for none): cache_jfiles_free. */
+struct cache_jfile {
+    uint64_t ino;
+    char *path;
+};
+int cache_journal_files(struct cache *c, const char *store_id, struct cache_jfile **out,
+                        size_t *n);
+void cache_jfiles_free(struct cache_jfile *v, size_t n);
 /* The fields of cache_store_stats that say what is left to push (dirty,
  * refused, unsaved, tombstones, kept_deletions; the others are 0), from
  * indexes only: its cost follows the work left, not the store's size (a

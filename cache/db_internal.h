@@ -386,8 +386,10 @@ void db_journal_ended(struct cache *c, bool committed);
 int db_journal_retry(struct cache *c);
 /* cache_store_stats's journal_waiting (*n) for store, and how many of
  * those rows count as unsaved (*n_new); both 0 unless the journal is
- * stuck.  Caller holds c->lock. */
-int db_journal_waiting(struct cache *c, const char *store, size_t *n, size_t *n_new);
+ * stuck.  files (may be NULL): those files, sorted by ino, malloc'd
+ * (cache_jfiles_free; NULL for none).  Caller holds c->lock. */
+int db_journal_waiting(struct cache *c, const char *store, size_t *n, size_t *n_new,
+                       struct cache_jfile **files);
 /* Whether a stuck journal's last try is a second old (J_RETRY_MS): a read
  * path retries no more often than the saver. */
 #define J_RETRY_MS 1000

@@ -622,20 +622,40 @@ void db_journal_close(struct cache *c)
     c->jfd = -1;
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* A record of the stuck journal: its file's ino, the record's order, its
+ * path. */
+struct jwait {
+    uint64_t ino;
+    size_t seq;
+    char *path;
+};
+
+/* By ino, the last record of each first. */
+static int cmp_jwait(const void *a, const void *b)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
+    const struct jwait *x = a, *y = b;
+    if (x->ino != y->ino)
+        return x->ino < y->ino ? -1 : 1;
+    return x->seq > y->seq ? -1 : x->seq < y->seq;
 }
 
-/* The inos of store's records from offset 0 to jend, sorted, each once
- * (a file closed twice is one file): every record there is of the epoch
- * the failed commit rolled back (the invariants above), read header by
- * header as they were written. */
-static int waiting_inos(struct cache *c, const char *store, uint64_t **out, size_t *n)
+static void jwait_free(struct jwait *v, size_t n)
 {
-    uint64_t *v = NULL;
+    for (size_t i = 0; i < n; i++)
+        free(v[i].path);
+    free(v);
+}
+
+/* The files of store's records from offset 0 to jend, sorted by ino, each
+ * once with the path of its last record (a file closed twice is one
+ * file; a rename between closes moves it): every record there is of the
+ * epoch the failed commit rolled back (the invariants above), read header
+ * by header as they were written. */
+static int waiting_files(struct cache *c, const char *store, struct jwait **out, size_t *n)
+{
+    struct jwait *v = NULL;
     size_t len = strlen(store), cap = 0;
+    int rc = 0;
     *n = 0;
     for (off_t off = 0; off + (off_t)sizeof(struct jhdr) <= c->jend;) {
         struct jhdr h;
@@ -644,38 +664,62 @@ static int waiting_inos(struct cache *c, const char *store, uint64_t **out, size
             h.store_len >= CACHE_ID_MAX ||
             pread(c->jfd, id, h.store_len, off + (off_t)sizeof(h)) != (ssize_t)h.store_len)
             break;
+        off_t at = off + (off_t)(sizeof(h) + h.store_len);
         off += (off_t)(sizeof(h) + h.store_len + h.path_len + h.len);
         if (h.store_len != len || memcmp(id, store, len) != 0)
             continue;
+        char *path = malloc((size_t)h.path_len + 1);
+        if (!path) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (pread(c->jfd, path, h.path_len, at) != (ssize_t)h.path_len) {
+            free(path);
+            break;
+        }
+        path[h.path_len] = '\0';
         if (*n == cap) {
-            uint64_t *w = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*w));
+            struct jwait *w = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*w));
             if (!w) {
-                free(v);
-                return -ENOMEM;
+                free(path);
+                rc = -ENOMEM;
+                break;
             }
             v = w;
         }
-        v[(*n)++] = h.ino;
+        v[*n] = (struct jwait){h.ino, *n, path};
+        ++*n;
+    }
+    if (rc) {
+        jwait_free(v, *n);
+        *n = 0;
+        return rc;
     }
     if (*n)
-        qsort(v, *n, sizeof(*v), cmp_u64);
+        qsort(v, *n, sizeof(*v), cmp_jwait);
     size_t k = 0;
-    for (size_t i = 0; i < *n; i++)
-        if (!k || v[k - 1] != v[i])
+    for (size_t i = 0; i < *n; i++) {
+        if (k && v[k - 1].ino == v[i].ino)
+            free(v[i].path); /* an earlier record of the same file */
+        else
             v[k++] = v[i];
+    }
     *n = k;
     *out = v;
     return 0;
 }
 
-int db_journal_waiting(struct cache *c, const char *store, size_t *n, size_t *n_new)
+int db_journal_waiting(struct cache *c, const char *store, size_t *n, size_t *n_new,
+                       struct cache_jfile **files)
 {
     *n = *n_new = 0;
+    if (files)
+        *files = NULL;
     if (!c->jstuck || c->jfd < 0)
         return 0;
-    uint64_t *inos = NULL;
+    struct jwait *v = NULL;
     size_t k = 0;
-    int rc = waiting_inos(c, store, &inos, &k);
+    int rc = waiting_files(c, store, &v, &k);
     /* What the other counts have already (cache_store_pending): a dirty or
      * refused row is a change left either way; a row an open made and no
      * close has saved (unsaved 1) is counted as never closed, wrongly:
@@ -683,24 +727,49 @@ int db_journal_waiting(struct cache *c, const char *store, size_t *n, size_t *n_
     sqlite3_stmt *st = NULL;
     if (!rc && k)
         rc = db_prepare(c, "SELECT state, unsaved, unlinked FROM nodes WHERE ino = ?", &st);
-    for (size_t i = 0; !rc && i < k; i++) {
+    size_t kept = 0, i = 0;
+    for (; !rc && i < k; i++) {
         sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, (sqlite3_int64)inos[i]);
+        sqlite3_bind_int64(st, 1, (sqlite3_int64)v[i].ino);
         int step = sqlite3_step(st);
+        bool only_here = false;
         if (step == SQLITE_DONE) {
-            ++*n; /* its create was rolled back too */
+            only_here = true; /* its create was rolled back too */
         } else if (step != SQLITE_ROW) {
             rc = db_fail(c, step, "journal waiting");
         } else if (sqlite3_column_int(st, 2)) {
-            continue;
+            only_here = false;
         } else if (sqlite3_column_int(st, 1) == CACHE_NEW) {
-            ++*n;
+            only_here = true;
             ++*n_new;
-        } else if (sqlite3_column_int(st, 0) == CNODE_CLEAN) {
+        } else {
+            only_here = sqlite3_column_int(st, 0) == CNODE_CLEAN;
+        }
+        if (only_here) {
             ++*n;
+            v[kept++] = v[i];
+        } else {
+            free(v[i].path);
         }
     }
     db_finish(c, st);
-    free(inos);
+    if (!rc && files && kept) {
+        /* The kept ones, in ino order still: the caller's files. */
+        struct cache_jfile *f = malloc(kept * sizeof(*f));
+        if (!f) {
+            rc = -ENOMEM;
+        } else {
+            for (size_t j = 0; j < kept; j++) {
+                f[j] = (struct cache_jfile){v[j].ino, v[j].path};
+                v[j].path = NULL;
+            }
+            *files = f;
+        }
+    }
+    for (size_t j = 0; j < kept; j++) /* NULL once handed over */
+        free(v[j].path);
+    for (; i < k; i++) /* not looked at: a failed read */
+        free(v[i].path);
+    free(v);
     return rc;
 }

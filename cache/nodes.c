@@ -354,11 +354,30 @@ int cache_store_stats(struct cache *c, const char *store_id, struct cache_store_
     /* Closed on a full disk: only the journal holds them yet. */
     size_t waiting = 0, was_new = 0;
     if (!rc)
-        rc = db_journal_waiting(c, store_id, &waiting, &was_new);
+        rc = db_journal_waiting(c, store_id, &waiting, &was_new, NULL);
     s->journal_waiting = waiting;
     s->unsaved -= was_new <= s->unsaved ? was_new : s->unsaved;
     db_unlock(c);
     return rc;
+}
+
+int cache_journal_files(struct cache *c, const char *store_id, struct cache_jfile **out,
+                        size_t *n)
+{
+    size_t was_new = 0;
+    db_lock(c);
+    int rc = db_journal_waiting(c, store_id, n, &was_new, out);
+    db_unlock(c);
+    if (rc)
+        *n = 0;
+    return rc;
+}
+
+void cache_jfiles_free(struct cache_jfile *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].path);
+    free(v);
 }
 
 static int fill_missing(sqlite3_stmt *st, void *item)

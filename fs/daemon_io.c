@@ -72,7 +72,15 @@ struct unpushed_ctx {
     FILE *out;
     const char *mount_path;
     unsigned shown, more;
+    const struct cache_jfile *jf; /* only in the journal, sorted by ino */
+    size_t njf;
 };
+
+static int cmp_jfile(const void *key, const void *item)
+{
+    uint64_t k = *(const uint64_t *)key, i = ((const struct cache_jfile *)item)->ino;
+    return k < i ? -1 : k > i;
+}
 
 #define UNPUSHED_SHOWN 50
 
@@ -96,17 +104,28 @@ static int dirty_fn(void *arg, const struct cnode *n)
 
 static int never_closed_fn(void *arg, const struct cnode *n)
 {
-    if (n->unsaved == CACHE_NEW)
-        one_unpushed(arg, n->path, "new file no writer ever closed");
+    struct unpushed_ctx *u = arg;
+    /* A writer did close one the journal holds: listed with those. */
+    if (n->unsaved == CACHE_NEW &&
+        !bsearch(&n->ino, u->jf, u->njf, sizeof(*u->jf), cmp_jfile))
+        one_unpushed(u, n->path, "new file no writer ever closed");
     return 0;
 }
 
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
                           FILE *out)
 {
-    struct unpushed_ctx u = {out, mount_path, 0, 0};
+    struct cache_jfile *jf = NULL;
+    size_t njf = 0;
+    if (cache_journal_files(c, store_id, &jf, &njf) != 0)
+        njf = 0; /* counted in the report's line still */
+    struct unpushed_ctx u = {out, mount_path, 0, 0, jf, njf};
     cache_dirty_files(c, store_id, true, dirty_fn, &u);
     cache_store_files(c, store_id, never_closed_fn, &u);
+    for (size_t i = 0; i < njf; i++)
+        one_unpushed(&u, jf[i].path, "closed while the cache's disk was full, in its journal of "
+                     "closed files");
+    cache_jfiles_free(jf, njf);
     struct cache_tombstone *t = NULL;
     size_t nt = 0;
     if (cache_tombstones(c, store_id, &t, &nt) == 0) {

@@ -573,6 +573,18 @@ Test(mount_sync_full, without_a_reserve_the_unmount_names_what_the_journal_holds
         in_rows = strtol(r, NULL, 10);
     }
     cr_expect_gt(waiting, 0, "%s", out);
+    /* ... and each is named by its path, as the files in rows are. */
+    long named = 0;
+    char line_start[600];
+    snprintf(line_start, sizeof(line_start), "  not pushed: %s/late", mnt);
+    for (const char *l = out; (l = strstr(l, line_start)); l++) {
+        const char *eol = strchr(l, '\n');
+        const char *why = strstr(l, " (closed while the cache's disk was full, in its journal of "
+                                    "closed files)");
+        named += why && (!eol || why < eol);
+    }
+    cr_expect_eq(named, waiting, "%ld of %ld files the journal holds named: %s", named, waiting,
+                 out);
     /* The file held open with an unsaved edit: no room to keep it, and
      * the report says that edit is lost (only the log said it). */
     cr_expect(strstr(out, "1 file still open with edits no writer saved, which the cache "

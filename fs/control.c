@@ -244,6 +244,11 @@ struct unmount_ctx {
     int found, failed, unpushed;
     pid_t asked[64];
     int n_asked;
+    struct {
+        pid_t pid;
+        int fd; /* its pidfd, -1 for none */
+    } waits[64]; /* the daemons asked, to wait for once they end */
+    int n_waits;
 };
 
 /* Whether daemon pid still holds the lock of a store (its mounts left). */
@@ -253,25 +258,77 @@ static int holds_fn(void *arg, const char *file, const struct rt_lockinfo *info,
     return alive && info->pid == *(pid_t *)arg;
 }
 
-/* A daemon that answered the unmount of its last store ends then: waited
- * for (30 s at most; its end lets go of what it held, and a start that
- * finds its journal of closed files still held leaves that journal to a
- * later start), so that a mount or `flush` run right after `unmount`
- * returns finds it gone.  pidfd: opened before the unmount was asked. */
-static void wait_end(int pidfd, pid_t pid)
+/* Whether process pid has ended: gone, or a zombie not reaped yet. */
+static bool ended(pid_t pid)
 {
-    if (pidfd < 0)
-        return;
-    if (rt_each_lock(holds_fn, &pid) == 0) {
-        struct pollfd p = {pidfd, POLLIN, 0};
-        int rc;
-        while ((rc = poll(&p, 1, 30 * 1000)) < 0 && errno == EINTR)
-            ;
-        if (rc == 0)
-            fprintf(stderr, "memstorefs: the daemon (pid %d) was still ending 30 s after its "
-                            "unmount\n", (int)pid);
+    char f[64], st[512] = "";
+    snprintf(f, sizeof(f), "/proc/%d/stat", (int)pid);
+    FILE *p = fopen(f, "r");
+    if (!p)
+        return kill(pid, 0) != 0 && errno == ESRCH;
+    size_t n = fread(st, 1, sizeof(st) - 1, p);
+    fclose(p);
+    st[n] = '\0';
+    const char *e = strrchr(st, ')'); /* the name may hold anything */
+    return e && e[1] == ' ' && e[2] == 'Z';
+}
+
+/* Daemons that answered the unmount of their last store end then: waited
+ * for together (30 s at most; their end lets go of what they held, and a
+ * start that finds a journal of closed files still held leaves it to a
+ * later start), so that a mount or `flush` run right after `unmount`
+ * returns finds them gone.  A daemon still serving other stores is not
+ * waited for.  Each pidfd was opened before its unmount was asked (-1:
+ * none, pidfd_open missing: its /proc entry is polled instead). */
+static void wait_ends(struct unmount_ctx *u)
+{
+    struct pollfd p[64];
+    pid_t pid[64];
+    int n = 0;
+    for (int i = 0; i < u->n_waits; i++) {
+        if (rt_each_lock(holds_fn, &u->waits[i].pid) != 0) {
+            if (u->waits[i].fd >= 0)
+                close(u->waits[i].fd);
+            continue;
+        }
+        p[n] = (struct pollfd){u->waits[i].fd, POLLIN, 0};
+        pid[n++] = u->waits[i].pid;
     }
-    close(pidfd);
+    u->n_waits = 0;
+    struct timespec now, end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += 30;
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < n; i++) {
+            if (p[i].fd >= 0 ? (p[i].revents & (POLLIN | POLLHUP)) != 0 : ended(pid[i])) {
+                if (p[i].fd >= 0)
+                    close(p[i].fd);
+                p[i].fd = -2; /* done (poll skips a negative fd) */
+                pid[i] = 0;
+            }
+            left += pid[i] != 0;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long ms = (long)(end.tv_sec - now.tv_sec) * 1000 + (end.tv_nsec - now.tv_nsec) / 1000000;
+        if (!left || ms <= 0)
+            break;
+        bool fds = false;
+        for (int i = 0; i < n; i++)
+            fds = fds || (pid[i] && p[i].fd >= 0);
+        /* Without a pidfd: looked at again every 100 ms. */
+        bool polled = false;
+        for (int i = 0; i < n; i++)
+            polled = polled || (pid[i] && p[i].fd == -1);
+        (void)poll(p, (nfds_t)n, polled || !fds ? (ms < 100 ? (int)ms : 100) : (int)ms);
+    }
+    for (int i = 0; i < n; i++)
+        if (pid[i]) {
+            fprintf(stderr, "memstorefs: the daemon (pid %d) was still ending 30 s after its "
+                            "unmount\n", (int)pid[i]);
+            if (p[i].fd >= 0)
+                close(p[i].fd);
+        }
 }
 
 static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *info, bool alive)
@@ -301,13 +358,22 @@ static int unmount_one(void *arg, const char *file, const struct rt_lockinfo *in
      * unsaved edits, then tears the stores down (2 s each at most when a
      * file is held): 4,100 s covers the longest.  Its answer lines (what
      * it unmounted, what it could not push) go to stderr. */
-    int pidfd = (int)syscall(SYS_pidfd_open, info->pid, 0);
+    int pidfd = -1, perr = ENOSYS;
+#ifdef SYS_pidfd_open
+    pidfd = (int)syscall(SYS_pidfd_open, info->pid, 0);
+    perr = pidfd < 0 ? errno : 0;
+#endif
     int rc = control_ask_mount(info, cmd, stderr, 4100);
     if (rc == 1)
         u->unpushed++;
     else if (rc)
         u->failed++;
-    wait_end(pidfd, info->pid);
+    if (u->n_waits < 64 && perr != ESRCH) { /* ESRCH: gone already */
+        u->waits[u->n_waits].pid = info->pid;
+        u->waits[u->n_waits++].fd = pidfd;
+    } else if (pidfd >= 0) {
+        close(pidfd);
+    }
     return 0;
 }
 
@@ -327,6 +393,7 @@ int control_unmount(int argc, char **argv)
     if (all) {
         struct unmount_ctx u = {0};
         int rc = rt_each_lock(unmount_one, &u);
+        wait_ends(&u);
         if (rc) {
             fprintf(stderr, "memstorefs: %s\n", rt_error()[0] ? rt_error() : strerror(-rc));
             return 1;
@@ -352,6 +419,7 @@ int control_unmount(int argc, char **argv)
             path[--n] = '\0';
         struct unmount_ctx u = {.path = path};
         int rc = rt_each_lock(unmount_one, &u);
+        wait_ends(&u);
         if (rc) {
             fprintf(stderr, "memstorefs: %s\n", rt_error()[0] ? rt_error() : strerror(-rc));
             return 1;

@@ -107,7 +107,7 @@ static int never_closed_fn(void *arg, const struct cnode *n)
     struct unpushed_ctx *u = arg;
     /* A writer did close one the journal holds: listed with those. */
     if (n->unsaved == CACHE_NEW &&
-        !bsearch(&n->ino, u->jf, u->njf, sizeof(*u->jf), cmp_jfile))
+        !(u->njf && bsearch(&n->ino, u->jf, u->njf, sizeof(*u->jf), cmp_jfile)))
         one_unpushed(u, n->path, "new file no writer ever closed");
     return 0;
 }
@@ -115,12 +115,16 @@ static int never_closed_fn(void *arg, const struct cnode *n)
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
                           FILE *out)
 {
+    struct unpushed_ctx u = {out, mount_path, 0, 0, NULL, 0};
+    cache_dirty_files(c, store_id, true, dirty_fn, &u);
+    /* After the dirty files: their read may apply the journal again (room
+     * came back), whose files are then rows, listed above. */
     struct cache_jfile *jf = NULL;
     size_t njf = 0;
     if (cache_journal_files(c, store_id, &jf, &njf) != 0)
         njf = 0; /* counted in the report's line still */
-    struct unpushed_ctx u = {out, mount_path, 0, 0, jf, njf};
-    cache_dirty_files(c, store_id, true, dirty_fn, &u);
+    u.jf = jf;
+    u.njf = njf;
     cache_store_files(c, store_id, never_closed_fn, &u);
     for (size_t i = 0; i < njf; i++)
         one_unpushed(&u, jf[i].path, "closed while the cache's disk was full, in its journal of "

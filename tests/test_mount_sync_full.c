@@ -262,31 +262,6 @@ Test(mount_sync_full, the_conflict_records_are_read_while_the_disk_is_full)
     }
 }
 
-/* Starts holder, which opens path for appending, writes tail and holds
- * the file open (unsaved: no close, no fsync) until killed.  A child that
- * never forks: a descriptor this process held would be closed (a FLUSH,
- * which saves) by every shell the test starts. */
-static void hold_edit(const char *path, const char *tail)
-{
-    int ready[2];
-    cr_assert_eq(pipe(ready), 0);
-    holder = fork();
-    cr_assert_geq(holder, 0);
-    if (holder == 0) {
-        close(ready[0]);
-        int w = open(path, O_WRONLY | O_APPEND);
-        if (w < 0 || write(w, tail, strlen(tail)) != (ssize_t)strlen(tail))
-            _exit(1);
-        (void)!write(ready[1], "y", 1);
-        for (;;)
-            pause();
-    }
-    close(ready[1]);
-    char y = 0;
-    cr_assert_eq(read(ready[0], &y, 1), 1, "the holder could not write to %s", path);
-    close(ready[0]);
-}
-
 /* Notes a writer closed, kept in v (bodies malloc'd): 12 while the disk
  * has room, on a daemon with a reserve of 6 MiB and no periodic sync,
  * then the disk fills up and, with late, as many as it takes (their closes
@@ -338,7 +313,9 @@ static size_t closed_then_full(struct note *v, size_t cap, bool with_late, bool 
         if (i == 12 && !with_reserve)
             sy_after_sync(); /* the late ones are all that is left */
         if (i == 12 && held_tail)
-            hold_edit(v[1].path, held_tail); /* early001.md */
+            /* early001.md, held open with an unsaved edit */
+            holder = mnt_hold_open((const char *const[]){v[1].path}, 1, O_WRONLY | O_APPEND,
+                                   held_tail);
         if (i == 12)
             fill_up();
         if (i == 12 && !with_late)

@@ -210,42 +210,25 @@ Test(mount_sync_unmount, files_still_open_at_sigterm_push_only_what_was_saved)
     free(id);
 }
 
+/* Starts writer_pid, which creates each of names[0..n) in the mount,
+ * writes text to it and holds it open until killed (mnt_hold_open). */
+static void hold_open(const char *const *names, size_t n, const char *text)
+{
+    char path[8][600];
+    const char *v[8];
+    cr_assert_leq(n, 8);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path[i], sizeof(path[i]), "%s/%s", mnt, names[i]);
+        v[i] = path[i];
+    }
+    writer_pid = mnt_hold_open(v, n, O_WRONLY | O_CREAT | O_TRUNC, text);
+}
+
 /* A reader's close, or its fsync, beside a writer that still holds the
  * file open saves nothing of the writer's: its half-written content is
  * pushed neither by a sync nor by the final one, and is kept as a record
  * like any unsaved edit.  (The reader's close saved the writer's buffer,
  * held, which the final sync pushed; its fsync made it pushable at once.) */
-/* Starts writer_pid, which creates each of names[0..n) in the mount,
- * writes text to it and holds it open until killed.  The writer is a child
- * that never forks: a descriptor this process held would be closed (FLUSH,
- * a writer's close, which saves) by every shell it starts, at its fork's
- * exit or exec. */
-static void hold_open(const char *const *names, size_t n, const char *text)
-{
-    int ready[2];
-    cr_assert_eq(pipe(ready), 0);
-    writer_pid = fork();
-    cr_assert_geq(writer_pid, 0);
-    if (writer_pid == 0) {
-        close(ready[0]);
-        size_t len = strlen(text);
-        for (size_t i = 0; i < n; i++) {
-            char path[600];
-            snprintf(path, sizeof(path), "%s/%s", mnt, names[i]);
-            int w = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            if (w < 0 || write(w, text, len) != (ssize_t)len)
-                _exit(1);
-        }
-        (void)!write(ready[1], "y", 1);
-        for (;;)
-            pause();
-    }
-    close(ready[1]);
-    char y = 0;
-    cr_assert_eq(read(ready[0], &y, 1), 1, "the writer could not write");
-    close(ready[0]);
-}
-
 Test(mount_sync_unmount, a_reader_s_close_or_fsync_publishes_no_writer_s_open_edit)
 {
     sy_mount(false, "--flush-timeout 10");

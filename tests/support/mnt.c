@@ -181,6 +181,36 @@ int mnt_write(const char *path, const char *body)
     return rc;
 }
 
+pid_t mnt_hold_open(const char *const *paths, size_t n, int flags, const char *text)
+{
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(ready[0]);
+        size_t len = strlen(text);
+        for (size_t i = 0; i < n; i++) {
+            int w = open(paths[i], flags, 0644);
+            if (w < 0 || write(w, text, len) != (ssize_t)len)
+                _exit(1);
+        }
+        (void)!write(ready[1], "y", 1);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char y = 0;
+    ssize_t got = read(ready[0], &y, 1);
+    close(ready[0]);
+    if (got != 1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        cr_assert_fail("the writer could not write to %s", n ? paths[0] : "(none)");
+    }
+    return pid;
+}
+
 char *mnt_q(const struct mnt_env *e, const char *fmt, ...)
 {
     char db[400], *sql = NULL;

@@ -392,23 +392,7 @@ Test(mount_sync_unmount, an_edit_closed_during_the_teardown_of_another_store_is_
     sy_after_sync();
     /* A reader holds a file of the first store: its teardown waits 2 s. */
     snprintf(path, sizeof(path), "%s/edit.md", mnt);
-    int ready[2];
-    cr_assert_eq(pipe(ready), 0);
-    writer_pid = fork();
-    cr_assert_geq(writer_pid, 0);
-    if (writer_pid == 0) {
-        close(ready[0]);
-        int fd = open(path, O_RDONLY);
-        if (fd < 0)
-            _exit(1);
-        (void)!write(ready[1], "y", 1);
-        for (;;)
-            pause();
-    }
-    close(ready[1]);
-    char y = 0;
-    cr_assert_eq(read(ready[0], &y, 1), 1, "the reader could not open the file");
-    close(ready[0]);
+    writer_pid = mnt_hold_open((const char *const[]){path}, 1, O_RDONLY, NULL);
     sy_reset_stats();
     snprintf(outf, sizeof(outf), "%s/unmount.out", E.root);
     pid_t u = unmount_in_background(outf);

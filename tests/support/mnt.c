@@ -189,10 +189,10 @@ pid_t mnt_hold_open(const char *const *paths, size_t n, int flags, const char *t
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         close(ready[0]);
-        size_t len = strlen(text);
+        size_t len = text ? strlen(text) : 0;
         for (size_t i = 0; i < n; i++) {
             int w = open(paths[i], flags, 0644);
-            if (w < 0 || write(w, text, len) != (ssize_t)len)
+            if (w < 0 || (text && write(w, text, len) != (ssize_t)len))
                 _exit(1);
         }
         (void)!write(ready[1], "y", 1);
@@ -206,7 +206,7 @@ pid_t mnt_hold_open(const char *const *paths, size_t n, int flags, const char *t
     if (got != 1) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        cr_assert_fail("the writer could not write to %s", n ? paths[0] : "(none)");
+        cr_assert_fail("the holder could not open or write %s", n ? paths[0] : "(none)");
     }
     return pid;
 }

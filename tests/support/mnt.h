@@ -80,9 +80,10 @@ char *mnt_read(const char *path, size_t *len);
  * open, write and close: 0, or -errno of the first call that failed. */
 int mnt_write(const char *path, const char *body);
 /* Starts a child that opens each of paths[0..n) with flags (O_WRONLY and
- * O_CREAT | O_TRUNC, or O_APPEND), writes text to it and holds them all
- * open, unsaved (no close, no fsync), until killed; returns its pid once
- * it has written (asserts it could).  A child that never forks: a
+ * O_CREAT | O_TRUNC, or O_APPEND; O_RDONLY with text NULL), writes text
+ * to it (unless NULL) and holds them all open, unsaved (no close, no
+ * fsync), until killed; returns its pid once it has written (asserts it
+ * could).  A child that never forks: a
  * descriptor the test process held would be closed (a FLUSH, which saves)
  * by every shell the test starts.  The caller kills and reaps it. */
 pid_t mnt_hold_open(const char *const *paths, size_t n, int flags, const char *text);

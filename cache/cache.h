@@ -443,6 +443,12 @@ int cache_mark_dirty(struct cache *c, uint64_t ino);
 int cache_unsettled_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);
 int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_node_fn fn,
                       void *arg);
+/* The changed files cache_store_stats counts as dirty (state 1, not a new
+ * file no writer closed), in path order, read only: what an unmount's
+ * report names as not pushed.  cache_dirty_files applies the saved marks
+ * waiting first, a write, which a full disk fails: the report then named
+ * none of them. */
+int cache_unpushed_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);
 /* Every changed live file (dirty or refused), whatever its saved state
  * (cnode.unsaved), in path order, in one read: the sync pushes those a
  * writer finished, and the others keep their place in its decisions (a

@@ -56,6 +56,20 @@ int cache_changed_files(struct cache *c, const char *store_id, cache_node_fn fn,
     return rc;
 }
 
+int cache_unpushed_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)
+{
+    sqlite3_stmt *st;
+    db_lock(c);
+    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND unlinked = 0"
+                           " AND is_dir = 0 AND state = 1 AND unsaved != 1 ORDER BY path", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+        rc = db_each_node(c, st, fn, arg);
+    }
+    db_unlock(c);
+    return rc;
+}
+
 int cache_unsettled_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)
 {
     sqlite3_stmt *st;

@@ -116,9 +116,10 @@ void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mou
                           FILE *out)
 {
     struct unpushed_ctx u = {out, mount_path, 0, 0, NULL, 0};
-    cache_dirty_files(c, store_id, true, dirty_fn, &u);
-    /* After the dirty files: their read may apply the journal again (room
-     * came back), whose files are then rows, listed above. */
+    cache_unpushed_files(c, store_id, dirty_fn, &u);
+    /* After the dirty files: the saver may apply the journal again
+     * meanwhile (room came back), whose files are then rows, listed
+     * above. */
     struct cache_jfile *jf = NULL;
     size_t njf = 0;
     if (cache_journal_files(c, store_id, &jf, &njf) != 0)

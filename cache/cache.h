@@ -444,8 +444,8 @@ int cache_unsettled_files(struct cache *c, const char *store_id, cache_node_fn f
 int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_node_fn fn,
                       void *arg);
 /* The changed files cache_store_stats counts as dirty (state 1, not a new
- * file no writer closed), in path order, read only: what an unmount's
- * report names as not pushed.  cache_dirty_files applies the saved marks
+ * file no writer closed: saved or held, as cache_dirty_files with final),
+ * in path order, read only: what an unmount's report names as not pushed.  cache_dirty_files applies the saved marks
  * waiting first, a write, which a full disk fails: the report then named
  * none of them. */
 int cache_unpushed_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);

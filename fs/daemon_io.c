@@ -95,9 +95,17 @@ static void one_unpushed(struct unpushed_ctx *u, const char *path, const char *w
     u->shown++;
 }
 
+/* Whether ino is one of the files only the journal holds (u->jf). */
+static bool in_journal(const struct unpushed_ctx *u, uint64_t ino)
+{
+    return u->njf && bsearch(&ino, u->jf, u->njf, sizeof(*u->jf), cmp_jfile);
+}
+
 static int dirty_fn(void *arg, const struct cnode *n)
 {
-    if (n->state != CNODE_REFUSED) /* listed below, with the server's reason */
+    /* One the journal was applied to since it was read: listed with
+     * those, below. */
+    if (!in_journal(arg, n->ino))
         one_unpushed(arg, n->path, n->memory_id[0] ? "changed locally" : "new file");
     return 0;
 }
@@ -106,8 +114,7 @@ static int never_closed_fn(void *arg, const struct cnode *n)
 {
     struct unpushed_ctx *u = arg;
     /* A writer did close one the journal holds: listed with those. */
-    if (n->unsaved == CACHE_NEW &&
-        !(u->njf && bsearch(&n->ino, u->jf, u->njf, sizeof(*u->jf), cmp_jfile)))
+    if (n->unsaved == CACHE_NEW && !in_journal(u, n->ino))
         one_unpushed(u, n->path, "new file no writer ever closed");
     return 0;
 }
@@ -115,17 +122,15 @@ static int never_closed_fn(void *arg, const struct cnode *n)
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
                           FILE *out)
 {
-    struct unpushed_ctx u = {out, mount_path, 0, 0, NULL, 0};
-    cache_unpushed_files(c, store_id, dirty_fn, &u);
-    /* After the dirty files: the saver may apply the journal again
-     * meanwhile (room came back), whose files are then rows, listed
-     * above. */
+    /* The journal first: the saver may apply it again meanwhile (room came
+     * back), and its files are then rows too, which the row lists skip,
+     * so each file is named once. */
     struct cache_jfile *jf = NULL;
     size_t njf = 0;
     if (cache_journal_files(c, store_id, &jf, &njf) != 0)
         njf = 0; /* counted in the report's line still */
-    u.jf = jf;
-    u.njf = njf;
+    struct unpushed_ctx u = {out, mount_path, 0, 0, jf, njf};
+    cache_unpushed_files(c, store_id, dirty_fn, &u);
     cache_store_files(c, store_id, never_closed_fn, &u);
     for (size_t i = 0; i < njf; i++)
         one_unpushed(&u, jf[i].path, "closed while the cache's disk was full, in its journal of "

@@ -193,10 +193,17 @@ static inline void db_room_back(struct cache *c)
 /* The blocks CACHE_DIR/reserve holds (reserve.c); 0 when there is none. */
 uint64_t db_reserve_bytes(const struct cache *c);
 
-/* The errno of this thread's last failed write, sync, truncate or
+/* The errno of this thread's first failed write, sync, truncate or
  * shared-memory call of the cache's files (walbuf.c), 0 if none since the
- * last take; taking it clears it. */
-int db_io_errno_take(void);
+ * last take; taking it clears it.  Inline: db_lock takes it at every
+ * operation. */
+extern __thread int db_io_errno;
+static inline int db_io_errno_take(void)
+{
+    int e = db_io_errno;
+    db_io_errno = 0;
+    return e;
+}
 
 static inline void db_lock(struct cache *c)
 {

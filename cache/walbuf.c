@@ -85,7 +85,8 @@ static struct wb_file *F(sqlite3_file *p)
 }
 
 /* The system's errno of the calling thread's first failed write, sync,
- * truncate or shared-memory call since the last take (db_io_errno_take):
+ * truncate or shared-memory call since the last take (db_io_errno_take,
+ * db_internal.h):
  * the failure SQLite reports, not what its recovery met after it.
  * sqlite3_system_errno was 0 after a COMMIT whose log write failed
  * (SQLite 3.40.1; a test VFS failing the writes with EDQUOT saw its
@@ -93,21 +94,15 @@ static struct wb_file *F(sqlite3_file *p)
  * not seen as want of room.  Taken right after the default VFS returns,
  * before anything can change it (the unix VFS logs through sqlite3_log,
  * which the cache does not configure). */
-static __thread int io_errno;
+__thread int db_io_errno;
 
 static int caught(int rc)
 {
-    if ((rc & 0xff) == SQLITE_IOERR && !io_errno)
-        io_errno = errno;
+    if ((rc & 0xff) == SQLITE_IOERR && !db_io_errno)
+        db_io_errno = errno;
     return rc;
 }
 
-int db_io_errno_take(void)
-{
-    int e = io_errno;
-    io_errno = 0;
-    return e;
-}
 
 static int flush(struct wb_file *f)
 {

@@ -313,14 +313,11 @@ static void wait_ends(struct unmount_ctx *u)
         long ms = (long)(end.tv_sec - now.tv_sec) * 1000 + (end.tv_nsec - now.tv_nsec) / 1000000;
         if (!left || ms <= 0)
             break;
-        bool fds = false;
-        for (int i = 0; i < n; i++)
-            fds = fds || (pid[i] && p[i].fd >= 0);
         /* Without a pidfd: looked at again every 100 ms. */
         bool polled = false;
         for (int i = 0; i < n; i++)
             polled = polled || (pid[i] && p[i].fd == -1);
-        (void)poll(p, (nfds_t)n, polled || !fds ? (ms < 100 ? (int)ms : 100) : (int)ms);
+        (void)poll(p, (nfds_t)n, polled && ms > 100 ? 100 : (int)ms);
     }
     for (int i = 0; i < n; i++)
         if (pid[i]) {

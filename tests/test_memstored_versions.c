@@ -396,7 +396,10 @@ Test(versions, newest_first_is_the_clocks_order_not_the_writings)
           id);
     T_ASSERT_STATUS(&r, 200);
     tresp_free(&r);
-    clock_set("{\"freeze\":true}");
+    /* Frozen a second ahead: the creation's stamp can share the frozen
+     * millisecond when both fall in one (then its place among the frozen
+     * six is its id's, not last but one). */
+    clock_set("{\"offset_ms\":1000,\"freeze\":true}");
     for (int i = 0; i < 6; i++) {
         char body[64];
         snprintf(body, sizeof body, "{\"content\":\"f%d\"}", i);

@@ -56,6 +56,8 @@ Test(mount_sync_open, a_new_file_held_open_is_created_only_once_closed)
     /* A writer that keeps the file open across two syncs. */
     cr_assert_eq(sy_run(NULL, "( exec 3>held.md; printf 'part\\n' >&3; sleep 12; "
                               "printf 'rest\\n' >&3; exec 3>&- ) >/dev/null 2>&1 &"), 0);
+    /* The syncs run once its first part is written. */
+    cr_assert(mnt_wait_sh(&E, WITHIN, "test -s '%s/held.md'", mnt), "the writer never wrote");
     sy_after_sync();
     sy_after_sync();
     cr_expect_eq(versions_at("/held.md"), 0, "a half-written file reached the store");
@@ -69,14 +71,18 @@ Test(mount_sync_open, a_new_file_held_open_is_created_only_once_closed)
 }
 
 /* vim keeps a swap file beside the file it edits: binary (NUL bytes),
- * fsynced, rewritten, removed when vim quits. */
+ * fsynced, rewritten, removed when vim quits.  The syncs run while it
+ * exists (until 6 December 2026 they ran before the writer, slower to
+ * start, had made it, and the test checked nothing). */
 Test(mount_sync_open, a_swap_file_never_becomes_a_memory)
 {
     sy_after_sync();
     long creates = t_route_count(&E.msd, CREATE_ROUTE);
+    char done[600];
+    snprintf(done, sizeof(done), "%s/swap.done", E.root);
     cr_assert_eq(sy_run(NULL,
-        "python3 - >/dev/null 2>&1 <<'EOF' &\n"
-        "import os, time\n"
+        "python3 - '%s' >/dev/null 2>&1 <<'EOF' &\n"
+        "import os, sys, time\n"
         "fd = os.open('.f.md.swp', os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)\n"
         "os.write(fd, b'b0VIM 9.0' + b'\\0' * 100 + b'user\\0host\\0f.md\\0')\n"
         "os.fsync(fd)\n"
@@ -86,11 +92,17 @@ Test(mount_sync_open, a_swap_file_never_becomes_a_memory)
         "time.sleep(6)\n"
         "os.close(fd)\n"
         "os.unlink('.f.md.swp')\n"
-        "EOF\n"), 0);
+        "open(sys.argv[1], 'w').write('done')\n"
+        "EOF\n", done), 0);
+    /* A sync after each of its fsyncs (its first 124 bytes, then 178),
+     * and one once it is gone. */
+    cr_assert(mnt_wait_sh(&E, WITHIN, "test -s '%s/.f.md.swp'", mnt), "the swap file never came");
     sy_after_sync();
+    cr_expect(mnt_wait_sh(&E, WITHIN, "test \"$(stat -c %%s '%s/.f.md.swp')\" -gt 124", mnt),
+              "the swap file was never rewritten");
     sy_after_sync();
-    sy_after_sync();
-    cr_expect(mnt_wait_sh(&E, WITHIN, "! test -e '%s/.f.md.swp'", mnt), "the swap file stayed");
+    cr_expect(mnt_wait_sh(&E, WITHIN, "test -e '%s'", done), "the writer never ended");
+    cr_expect(mnt_wait_sh(&E, 1, "! test -e '%s/.f.md.swp'", mnt), "the swap file stayed");
     sy_after_sync();
     cr_expect_eq(versions_at(".swp"), 0, "the swap file reached the store's history");
     cr_expect_eq(t_route_count(&E.msd, CREATE_ROUTE), creates, "a create was sent for it");

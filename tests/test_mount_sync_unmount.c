@@ -399,10 +399,14 @@ Test(mount_sync_unmount, an_edit_closed_during_the_teardown_of_another_store_is_
     /* Both final syncs read the version feed (or list the store): once
      * both did, the syncs are over, and the first teardown waits for the
      * reader. */
-    for (int i = 0; i < 100 && t_route_count(&E.msd, FEED_ROUTE) +
-                                       t_route_count(&E.msd, LIST_ROUTE) < 2; i++)
+    long reads = 0;
+    for (int i = 0; i < 500 && (reads = t_route_count(&E.msd, FEED_ROUTE) +
+                                        t_route_count(&E.msd, LIST_ROUTE)) < 2; i++)
         usleep(20 * 1000);
-    usleep(200 * 1000); /* the second sync's answer is applied */
+    cr_assert_geq(reads, 2, "the final syncs did not both read the store within 10 s");
+    /* The second sync's answer is applied; the first teardown's wait for
+     * the reader (2 s) leaves the second store mounted past this. */
+    usleep(800 * 1000);
     snprintf(late, sizeof(late), "%s/late.md", mnt_b);
     int wrote = mnt_write(late, "late\n");
     int status = 0;

@@ -235,12 +235,23 @@ Test(mount_refresh, faults_during_mount_and_sync_are_retried)
     cr_expect_str_eq(out, "a\n");
     free(out);
 
-    /* During syncs: 500s on the listing, then a change must still arrive. */
+    /* During syncs: 500s on the listing, then a change must still arrive.
+     * No version feed (404): the syncs list the store, and meet them
+     * (with the feed they read it and fetched b.md alone: the 500s were
+     * never met, until 6 December 2026). */
+    add_fault("{\"action\":\"status\",\"status\":404,\"count\":0,\"method\":\"GET\","
+              "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
+    long lists = t_route_count(&E.msd, "GET /v1/memory_stores/{id}/memories");
     add_fault("{\"action\":\"status\",\"status\":500,\"count\":3,\"method\":\"GET\","
               "\"path\":\"/v1/memory_stores/*/memories\"}");
     free(t_create_memory(&E.msd, store, "/b.md", "b\n"));
     cr_expect(mnt_wait_sh(&E, 2 * WITHIN, "test \"$(cat $MNT/f/b.md)\" = b"),
               "a change did not arrive after injected 500s");
+    /* The 500s were met: three listings refused, then the one that
+     * brought b.md. */
+    lists = t_route_count(&E.msd, "GET /v1/memory_stores/{id}/memories") - lists;
+    cr_expect_geq(lists, 4, "the syncs listed the store %ld times: the 500s were never met",
+                  lists);
     /* The mount kept working throughout. */
     mnt_sh(&E, &out, "cat $MNT/f/a.md");
     cr_expect_str_eq(out, "a\n");

@@ -20,6 +20,7 @@
 #include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_mount_sync.h"
@@ -130,6 +131,8 @@ Test(security_bounds, trickling_client_holds_up_neither_status_nor_sigterm)
     sy_mount(false, "");
     pid_t pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     start_trickler(pid);
     char *out = NULL;
     int rc = mnt_sh(&E, &out, "$MFS status");
@@ -137,12 +140,25 @@ Test(security_bounds, trickling_client_holds_up_neither_status_nor_sigterm)
     cr_expect(strstr(out, store) && strstr(out, "mounted at"),
               "status did not get an answer past the slow client: %s", out);
     free(out);
+    /* Answered while the slow client was still connected: a daemon that
+     * served it first would answer only once it dropped it (CTL_READ_MS,
+     * 5 s from its connect), and the client, its next byte refused,
+     * would have ended.  (Until 6 December 2026 the test took any answer
+     * within status's 10 s, which such a daemon gave too.) */
+    usleep(400 * 1000);
+    cr_expect_eq(waitpid(trickler, NULL, WNOHANG), 0,
+                 "status was answered only once the slow client was dropped");
     cr_assert_eq(kill(pid, SIGTERM), 0);
     /* A bound, not a measure: the slow client would hold a daemon that
-     * waited for it for many minutes. */
+     * waited for it until its deadline (5 s from its connect), or for many
+     * minutes. */
     for (int i = 0; i < 200 && kill(pid, 0) == 0; i++)
-        usleep(100 * 1000);
+        usleep(50 * 1000);
     cr_expect_neq(kill(pid, 0), 0, "the daemon did not exit on SIGTERM past the slow client");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_expect_lt(s, 4.5, "the daemon ended %.1f s after the slow client connected: it waited for "
+                 "that client's deadline (5 s)", s);
     cr_expect(!mnt_is_mounted(mnt));
 }
 

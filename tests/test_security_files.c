@@ -213,6 +213,17 @@ Test(security_files, a_mount_point_swapped_for_a_link_while_root_mounts_is_not_f
             syscall(SYS_renameat2, AT_FDCWD, mp, AT_FDCWD, sw, 2 /* RENAME_EXCHANGE */);
         _exit(0);
     }
+    /* The swaps run: the mount point is seen as the link at least once
+     * (a swapper that could not swap left every attempt an ordinary
+     * mount, and the test checked nothing). */
+    bool seen = false;
+    for (int i = 0; i < 5000 && !seen; i++) {
+        struct stat ls;
+        seen = lstat(mp, &ls) == 0 && S_ISLNK(ls.st_mode);
+        if (!seen)
+            usleep(1000);
+    }
+    cr_assert(seen, "the agent's swaps never put the link at %s", mp);
     int mounted = 0;
     for (int i = 0; i < 30; i++) {
         char *out = NULL;
@@ -232,6 +243,8 @@ Test(security_files, a_mount_point_swapped_for_a_link_while_root_mounts_is_not_f
         if (st.st_uid != 0)
             break;
     }
+    cr_expect_eq(waitpid(swapper, NULL, WNOHANG), 0, "the agent stopped swapping during the "
+                 "attempts");
     cr_log_info("mounted in %d of the attempts", mounted);
 }
 

@@ -55,6 +55,7 @@ struct side {
     int who;
     unsigned seed;
     char last[N_FILES][64]; /* the last content this side wrote, "" if none */
+    int done;               /* edits written and closed */
 };
 
 static void *edit(void *arg)
@@ -67,10 +68,11 @@ static void *edit(void *arg)
         snprintf(content, sizeof(content), "side %d edit %d\n", sd->who, k);
         int fd = open(path, O_WRONLY | O_TRUNC);
         if (fd >= 0) {
-            if (write(fd, content, strlen(content)) == (ssize_t)strlen(content) && close(fd) == 0)
+            bool whole = write(fd, content, strlen(content)) == (ssize_t)strlen(content);
+            if (close(fd) == 0 && whole) {
                 snprintf(sd->last[f], sizeof(sd->last[f]), "%s", content);
-            else
-                close(fd);
+                sd->done++;
+            }
         }
         usleep((200 + rand_r(&sd->seed) % 600) * 1000);
     }
@@ -157,6 +159,10 @@ Test(mount_sync_two, two_daemons_on_one_store_lose_no_edit_and_converge)
     cr_assert_eq(pthread_create(&tb, NULL, edit, &b), 0);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
+    /* Every edit was made: a side whose edits all failed would leave the
+     * checks below nothing to check. */
+    cr_expect_eq(a.done, N_EDITS, "the first mount took %d of %d edits", a.done, N_EDITS);
+    cr_expect_eq(b.done, N_EDITS, "the second mount took %d of %d edits", b.done, N_EDITS);
 
     /* Both mounts converge to the store. */
     bool ok = false;

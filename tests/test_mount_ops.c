@@ -335,7 +335,10 @@ Test(mount_ops, a_lock_file_looked_at_while_the_mount_starts_is_taken)
             fprintf(stderr, "%s", out ? out : "");
         _exit(rc == 0 ? 0 : 1);
     }
-    usleep(300 * 1000);
+    /* 1.5 s: the mount has reached the lock by then on any machine, and
+     * waits up to 2 s from its first try (300 ms, until 6 December 2026,
+     * could end before a slow start reached it). */
+    usleep(1500 * 1000);
     int st = 0;
     /* Still waiting for the lock (before the fix it had failed by now;
      * a mount that had not reached the lock yet would prove nothing). */

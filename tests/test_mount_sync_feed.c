@@ -166,11 +166,13 @@ static void remote_op(void)
 }
 
 static volatile int writing;
+static int written; /* the writer's operations */
 
 static void *writer(void *arg)
 {
     while (__atomic_load_n(&writing, __ATOMIC_ACQUIRE)) {
         remote_op();
+        __atomic_add_fetch(&written, 1, __ATOMIC_RELEASE);
         usleep(20 * 1000);
     }
     return NULL;
@@ -187,13 +189,23 @@ Test(mount_sync_feed, random_remote_changes_leave_the_cache_as_a_listing_says)
         char when[64];
         snprintf(when, sizeof(when), "round %d", round);
         if (round % 4 == 3) {
-            /* Writes during the sync; the sync after them settles them. */
+            /* Writes during the sync; the sync after them settles them.
+             * The daemon's read of the feed (view=basic; the writer's
+             * reads are view=full) is held 400 ms, so that the writes
+             * meet it (a sync of 30 ms could end before the writer's
+             * first one, and the round test nothing new). */
+            sy_fault("{\"action\":\"latency\",\"latency_ms\":400,\"count\":1,"
+                     "\"method\":\"GET\",\"path\":\"/v1/memory_stores/*/memory_versions\","
+                     "\"query\":\"view=basic\"}");
             writing = 1;
+            written = 0;
             pthread_t t;
             cr_assert_eq(pthread_create(&t, NULL, writer, NULL), 0);
             sy_after_sync();
+            int during = __atomic_load_n(&written, __ATOMIC_ACQUIRE);
             __atomic_store_n(&writing, 0, __ATOMIC_RELEASE);
             pthread_join(t, NULL);
+            cr_expect_geq(during, 3, "%s: %d writes during the sync", when, during);
         } else {
             for (int k = 0, n = 1 + rand_r(&rs) % 4; k < n; k++)
                 remote_op();

@@ -17,7 +17,7 @@
 #include <sqlite3.h>
 
 #include "cache.h"
-#include "db_internal.h" /* saver_held: the state at the kill */
+#include "failcommit.h" /* hold_saver: the state at the kill */
 
 static char dir[64];
 static struct cache *C;
@@ -166,9 +166,7 @@ Test(cache_lazy, a_crash_loses_no_flushed_content)
             _exit(2);
         /* The lazy create is still open at the kill, however slow the
          * run (the saver would commit it 5 ms on). */
-        db_lock(k);
-        k->saver_held = true;
-        db_unlock(k);
+        hold_saver(k, true);
         struct cnode f, g;
         if (cache_create_open(k, r, "saved.md", 1, &f) ||
             cache_set_content_if(k, f.ino, "kept", 4, 2, f.sha, false, NULL) ||

@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 
 #include "cache.h"
+#include "failcommit.h" /* hold_saver */
 
 static char dir[64];
 static struct cache *C;
@@ -459,7 +460,10 @@ Test(cache_sent, a_saved_mark_outlives_a_change_that_failed)
     struct cnode f[4];
     held_files("closed", 4, f);
     int before = dirty(false);
-    /* Each failure right after a close's mark, before the saver's delay. */
+    /* Each failure right after a close's mark, before the saver's delay
+     * (held: a slow run would let it write the marks first, and the
+     * failures would roll back none). */
+    hold_saver(C, true);
     cr_assert_eq(cache_mark_saved(C, f[0].ino), 0);
     cr_assert_eq(cache_unlink(C, root, "full", true, NULL), -ENOTEMPTY);
     cr_assert_eq(cache_mark_saved(C, f[1].ino), 0);
@@ -472,6 +476,7 @@ Test(cache_sent, a_saved_mark_outlives_a_change_that_failed)
                               CACHE_RENAME_NOREPLACE),
                  -EEXIST);
     cr_expect_eq(dirty(false), before + 4, "a close's mark was lost with a change that failed");
+    hold_saver(C, false);
     for (int i = 0; i < 4; i++)
         cnode_clear(&f[i]);
     cnode_clear(&d);
@@ -510,9 +515,13 @@ Test(cache_sent, marks_the_sync_read_wrote_leave_the_cache_usable)
 {
     struct cnode f, g;
     held_files("read", 1, &f);
+    /* The sync's read finds the mark waiting and the lazy transaction
+     * open, however slow the run. */
+    hold_saver(C, true);
     cr_assert_eq(cache_create_open(C, root, "lazy.md", 1, &g), 0); /* the lazy transaction */
     cr_assert_eq(cache_mark_saved(C, f.ino), 0);
     cr_expect_eq(dirty(false) > 0, true);
+    hold_saver(C, false);
     /* Past the saver's delay and the lazy commit's: waited for (a loaded
      * machine can wake the saver late), not slept. */
     int v = -1;

@@ -360,8 +360,17 @@ Test(admin, bad_fault_bodies)
         cr_expect_eq(r.status, 400, "fault body %s: %ld", bad[i], r.status);
         tresp_free(&r);
     }
-    /* None of them became active. */
+    /* None of them became active: the stores' list and a memories list
+     * (what a pages fault acts on) are answered as they are. */
     cr_expect_eq(store_count(), 0);
+    char *st = t_create_store(&srv, "s");
+    cr_assert_not_null(st);
+    struct tresp r;
+    t_req(&srv, "GET", NULL, &r, "/v1/memory_stores/%s/memories", st);
+    T_EXPECT_STATUS(&r, 200);
+    cr_expect_eq(cJSON_GetArraySize(tj_get(r.json, "data")), 0, "%s", r.body);
+    tresp_free(&r);
+    free(st);
 }
 
 /* A fault is used up only by a request it acts on: a pages fault by a

@@ -96,7 +96,7 @@ Test(mount_flush, leaves_a_mounted_store_to_its_daemon)
     char *out = NULL;
     cr_assert_eq(mnt_mount(&E, store, "g", false, "--sync-interval 3600", &out), 0, "%s", out);
     free(out);
-    mnt_sh(&E, NULL, "sleep 1; echo local > $MNT/g/local.md");
+    cr_assert_eq(mnt_sh(&E, NULL, "sleep 1; echo local > $MNT/g/local.md"), 0);
     int rc = mnt_sh(&E, &out, "$MFS flush --cache-dir \"$CACHE\"");
     cr_expect_eq(rc, 0, "%s", out);
     cr_expect(strstr(out, "that daemon pushes its changes"), "%s", out);

@@ -149,5 +149,8 @@ Test(mount_helper, unknown_option_fails_clearly_and_leaves_nothing)
     in_ns(true, &out, script);
     cr_expect_null(strstr(out, "MOUNTED"), "%s", out);
     cr_expect(strstr(out, "check the -o options"), "%s", out);
+    size_t n = strlen(out);
+    cr_expect(n >= 2 && strcmp(out + n - 2, "0\n") == 0 && (n == 2 || out[n - 3] == '\n'),
+              "a mount at $R/mp is left: %s", out);
     free(out);
 }

@@ -193,8 +193,10 @@ Test(cache_lazy, a_crash_loses_no_flushed_content)
     free(buf);
     cnode_clear(&n);
     /* The lazy work open at the kill, and only it, is lost. */
-    cr_expect_eq(cache_lookup(k, r, "open.md", &n), -ENOENT, "the lazy create was committed: "
+    struct cnode o = {0};
+    cr_expect_eq(cache_lookup(k, r, "open.md", &o), -ENOENT, "the lazy create was committed: "
                  "the crash did not find it open");
+    cnode_clear(&o);
     cache_close(&k);
 }
 

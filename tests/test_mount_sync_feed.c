@@ -190,10 +190,11 @@ Test(mount_sync_feed, random_remote_changes_leave_the_cache_as_a_listing_says)
         snprintf(when, sizeof(when), "round %d", round);
         if (round % 4 == 3) {
             /* Writes during the sync; the sync after them settles them.
-             * The daemon's read of the feed (view=basic; the writer's
-             * reads are view=full) is held 400 ms, so that the writes
-             * meet it (a sync of 30 ms could end before the writer's
-             * first one, and the round test nothing new). */
+             * The daemon's read of the feed (memory_versions with
+             * view=basic; the writer's reads of versions carry no view) is
+             * held 400 ms, so that the writes meet it (a sync of 30 ms
+             * could end before the writer's first one, and the round test
+             * nothing new). */
             sy_fault("{\"action\":\"latency\",\"latency_ms\":400,\"count\":1,"
                      "\"method\":\"GET\",\"path\":\"/v1/memory_stores/*/memory_versions\","
                      "\"query\":\"view=basic\"}");

@@ -445,9 +445,9 @@ int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_n
                       void *arg);
 /* The changed files cache_store_stats counts as dirty (state 1, not a new
  * file no writer closed: saved or held, as cache_dirty_files with final),
- * in path order, read only: what an unmount's report names as not pushed.  cache_dirty_files applies the saved marks
- * waiting first, a write, which a full disk fails: the report then named
- * none of them. */
+ * in path order, read only: what an unmount's report names as not pushed.
+ * cache_dirty_files applies the saved marks waiting first, a write, which
+ * a full disk fails: the report then named none of them. */
 int cache_unpushed_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg);
 /* Every changed live file (dirty or refused), whatever its saved state
  * (cnode.unsaved), in path order, in one read: the sync pushes those a

@@ -416,5 +416,9 @@ int db_row_to_node(sqlite3_stmt *st, struct cnode *n);
 /* Steps st (NODE_COLS rows) and finishes it, calling fn on each row;
  * fn returning non-zero stops the walk, and that value is returned. */
 int db_each_node(struct cache *c, sqlite3_stmt *st, cache_node_fn fn, void *arg);
+/* db_each_node over the rows of sql (NODE_COLS, one parameter: the store
+ * id); the caller holds c->lock. */
+int db_each_store_node(struct cache *c, const char *sql, const char *store_id, cache_node_fn fn,
+                       void *arg);
 
 #endif

@@ -230,6 +230,17 @@ int db_each_node(struct cache *c, sqlite3_stmt *st, cache_node_fn fn, void *arg)
     return rc == SQLITE_DONE ? 0 : db_fail(c, rc, "list nodes");
 }
 
+int db_each_store_node(struct cache *c, const char *sql, const char *store_id, cache_node_fn fn,
+                       void *arg)
+{
+    sqlite3_stmt *st;
+    int rc = db_prepare(c, sql, &st);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
+    return db_each_node(c, st, fn, arg);
+}
+
 int cache_readdir(struct cache *c, uint64_t dir, uint64_t after, cache_node_fn fn, void *arg)
 {
     sqlite3_stmt *st;
@@ -247,14 +258,10 @@ int cache_readdir(struct cache *c, uint64_t dir, uint64_t after, cache_node_fn f
 
 int cache_store_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)
 {
-    sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
-                           " AND unlinked = 0 AND parent IS NOT NULL ORDER BY path", &st);
-    if (!rc) {
-        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-        rc = db_each_node(c, st, fn, arg);
-    }
+    int rc = db_each_store_node(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
+                                   " AND unlinked = 0 AND parent IS NOT NULL ORDER BY path",
+                                store_id, fn, arg);
     db_unlock(c);
     return rc;
 }

@@ -41,46 +41,32 @@ int cache_dirty_files(struct cache *c, const char *store_id, bool final, cache_n
 
 int cache_changed_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)
 {
-    sqlite3_stmt *st;
     db_lock(c);
     int rc = db_apply_saved(c);
     if (!rc)
-        rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
-                               " AND state IN (1, 2) AND unlinked = 0 AND parent IS NOT NULL"
-                               " ORDER BY path", &st);
-    if (!rc) {
-        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-        rc = db_each_node(c, st, fn, arg);
-    }
+        rc = db_each_store_node(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
+                                   " AND state IN (1, 2) AND unlinked = 0 AND parent IS NOT NULL"
+                                   " ORDER BY path", store_id, fn, arg);
     db_unlock(c);
     return rc;
 }
 
 int cache_unpushed_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)
 {
-    sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND unlinked = 0"
-                           " AND is_dir = 0 AND state = 1 AND unsaved != 1 ORDER BY path", &st);
-    if (!rc) {
-        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-        rc = db_each_node(c, st, fn, arg);
-    }
+    int rc = db_each_store_node(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
+                                   " AND state = 1 AND unsaved != 1 AND unlinked = 0"
+                                   " ORDER BY path", store_id, fn, arg);
     db_unlock(c);
     return rc;
 }
 
 int cache_unsettled_files(struct cache *c, const char *store_id, cache_node_fn fn, void *arg)
 {
-    sqlite3_stmt *st;
     db_lock(c);
-    int rc = db_prepare(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
-                           " AND state > 0 AND memory_id IS NOT NULL AND unlinked = 0"
-                           " AND parent IS NOT NULL", &st);
-    if (!rc) {
-        sqlite3_bind_text(st, 1, store_id, -1, SQLITE_TRANSIENT);
-        rc = db_each_node(c, st, fn, arg);
-    }
+    int rc = db_each_store_node(c, "SELECT " NODE_COLS " FROM nodes WHERE store = ? AND is_dir = 0"
+                                   " AND state > 0 AND memory_id IS NOT NULL AND unlinked = 0"
+                                   " AND parent IS NOT NULL", store_id, fn, arg);
     db_unlock(c);
     return rc;
 }

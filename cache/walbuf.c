@@ -103,7 +103,6 @@ static int caught(int rc)
     return rc;
 }
 
-
 static int flush(struct wb_file *f)
 {
     int rc = SQLITE_OK;

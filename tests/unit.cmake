@@ -28,3 +28,9 @@ target_link_libraries(replay_api_parse PRIVATE mfs_sync)
 target_include_directories(replay_api_parse PRIVATE ${PROJECT_SOURCE_DIR}/sync)
 target_link_libraries(replay_session PRIVATE mfs_sync)
 target_link_libraries(replay_msd PRIVATE msd_core)
+# Every warning and error the daemon logs has a line in
+# docs/troubleshooting.md (tests/check_log_docs.py says how it finds them).
+find_program(MFS_PYTHON3 python3 REQUIRED)
+add_test(NAME docs_log_messages
+         COMMAND ${MFS_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/check_log_docs.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(docs_log_messages PROPERTIES TIMEOUT 60 LABELS docs)

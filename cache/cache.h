@@ -418,6 +418,14 @@ int cache_settle(struct cache *c);
  * cache. */
 void cache_on_replay(struct cache *c, void (*fn)(void *arg, const uint64_t *inos, size_t n),
                      void *arg);
+/* For tests of what a crash leaves: while held, the saver commits nothing
+ * on its own (no deadline), so the lazy transaction and the closes it
+ * carries stay uncommitted, their content in the journal alone, until
+ * another write commits them, a settle (an fsync, the sync, the
+ * collector) or the close of the cache.  Nothing is lost (the journal is
+ * applied at the next open); closes only commit later.  The daemon holds
+ * it when MEMSTOREFS_TEST_HOLD_SAVER=1 (fs/daemon.c). */
+void cache_hold_saver(struct cache *c, bool held);
 /* Sets a node's access and/or modification time (utimensat, touch); a
  * NULL one is left as it is.  ctime becomes now. */
 int cache_set_times(struct cache *c, uint64_t ino, const int64_t *atime_ns,

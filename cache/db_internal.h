@@ -73,9 +73,10 @@ struct cache {
     pthread_cond_t saved_cond;
     pthread_t saver_thr;
     bool saver_running, saver_failed, saver_stop, saver_retry, saver_idle;
-    /* Set by the crash tests only (tests/test_cache_journal.c): the saver
-     * keeps no deadline, so the state a kill -9 leaves does not depend on
-     * how fast the test ran. */
+    /* Set by the crash tests only (cache_hold_saver: the cache tests, and
+     * the daemon's MEMSTOREFS_TEST_HOLD_SAVER): the saver keeps no
+     * deadline, so the state a kill -9 leaves does not depend on how fast
+     * the test ran. */
     bool saver_held;
     /* The lazy transaction (saved.c): open while lazy, since lazy_since;
      * lazy_mark is sqlite3_total_changes64 after its last lazy part, so

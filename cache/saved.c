@@ -377,6 +377,15 @@ int db_commit_lazy(struct cache *c)
     return 0;
 }
 
+void cache_hold_saver(struct cache *c, bool held)
+{
+    db_lock(c);
+    c->saver_held = held;
+    if (!held && c->saver_running)
+        pthread_cond_signal(&c->saved_cond); /* its deadlines count again */
+    db_unlock(c);
+}
+
 void cache_on_replay(struct cache *c, void (*fn)(void *arg, const uint64_t *inos, size_t n),
                      void *arg)
 {

@@ -272,6 +272,17 @@ static int setup_stores(struct mount_opts *o)
     /* Room for the last sync of a session that ends on a full disk
      * (finalsync.c); no room for it is logged, and the mount goes on. */
     (void)cache_reserve_keep(D.cache, o->cache_reserve);
+    /* The crash tests' switch (tests/test_mount_write_durable.c): closes
+     * stay in the journal alone until something else commits, so a kill
+     * -9 right after them proves the journal's replay whatever the speed
+     * of the run.  Said in the log: it only delays commits. */
+    const char *hold = getenv("MEMSTOREFS_TEST_HOLD_SAVER");
+    if (hold && strcmp(hold, "1") == 0) {
+        cache_hold_saver(D.cache, true);
+        log_warn("MEMSTOREFS_TEST_HOLD_SAVER=1: the cache commits recent closes only with "
+                 "other writes (a switch for crash tests; closes stay durable in the journal)",
+                 NULL, NULL);
+    }
     struct http_opts ho = {.base_url = D.cred.base_url, .api_key = D.cred.api_key,
                            .bearer = D.cred.bearer, .max_in_flight = 16, .max_retries = -1,
                            .max_per_minute = o->max_rpm};

@@ -5,7 +5,6 @@
 #ifndef MFS_TEST_FAILCOMMIT_H
 #define MFS_TEST_FAILCOMMIT_H
 
-#include <pthread.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 
@@ -38,11 +37,7 @@ static inline void fail_next_commits(sqlite3 *db, int n)
  * go again. */
 static inline void hold_saver(struct cache *c, bool held)
 {
-    db_lock(c);
-    c->saver_held = held;
-    if (!held && c->saver_running)
-        pthread_cond_signal(&c->saved_cond);
-    db_unlock(c);
+    cache_hold_saver(c, held);
 }
 
 #endif

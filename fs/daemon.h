@@ -74,9 +74,12 @@ size_t daemon_final_report(struct daemon *d, struct fs_store **v, size_t n, FILE
  * concerned, go to report.  Returns the number of such stores. */
 size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report);
 /* daemon_io.c: one line per file of the store that the cache still holds
- * unpushed (dirty, deleted locally, refused), at most 50. */
+ * unpushed (dirty, deleted locally, refused), at most 50.  final: after
+ * the final sync, which pushes files writers still hold too; after any
+ * other, a changed file a writer holds open is named as such (a sync
+ * pushes it only once it is closed). */
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
-                          FILE *out);
+                          bool final, FILE *out);
 /* control.c: sends cmd to daemon pid and copies its answer lines (but the
  * final one) to out.  0 on "ok", 1 on "ok unpushed", -EIO with the reason
  * printed otherwise, or a negative errno when the daemon cannot be reached

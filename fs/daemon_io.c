@@ -71,6 +71,7 @@ void daemon_list_progress(void *arg, const char *store_id, size_t listed, bool l
 struct unpushed_ctx {
     FILE *out;
     const char *mount_path;
+    bool final; /* the final sync's: held files were pushed too */
     unsigned shown, more;
     const struct cache_jfile *jf; /* only in the journal, sorted by ino */
     size_t njf;
@@ -103,10 +104,21 @@ static bool in_journal(const struct unpushed_ctx *u, uint64_t ino)
 
 static int dirty_fn(void *arg, const struct cnode *n)
 {
+    struct unpushed_ctx *u = arg;
     /* One the journal was applied to since it was read: listed with
      * those, below. */
-    if (!in_journal(arg, n->ino))
-        one_unpushed(arg, n->path, n->memory_id[0] ? "changed locally" : "new file");
+    if (in_journal(u, n->ino))
+        return 0;
+    /* Held as the sync read it (the marks of closes before it are applied
+     * first): a writer had it open, and only a close lets it go. */
+    if (n->unsaved == CACHE_HELD && !u->final)
+        one_unpushed(u, n->path, n->memory_id[0]
+                                     ? "changed locally, open for writing: pushed once its "
+                                       "writer closes it"
+                                     : "new file, open for writing: pushed once its writer "
+                                       "closes it");
+    else
+        one_unpushed(u, n->path, n->memory_id[0] ? "changed locally" : "new file");
     return 0;
 }
 
@@ -120,7 +132,7 @@ static int never_closed_fn(void *arg, const struct cnode *n)
 }
 
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
-                          FILE *out)
+                          bool final, FILE *out)
 {
     /* The journal first: the saver may apply it again meanwhile (room came
      * back), and its files are then rows too, which the row lists skip,
@@ -129,7 +141,7 @@ void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mou
     size_t njf = 0;
     if (cache_journal_files(c, store_id, &jf, &njf) != 0)
         njf = 0; /* counted in the report's line still */
-    struct unpushed_ctx u = {out, mount_path, 0, 0, jf, njf};
+    struct unpushed_ctx u = {out, mount_path, final, 0, 0, jf, njf};
     cache_unpushed_files(c, store_id, dirty_fn, &u);
     cache_store_files(c, store_id, never_closed_fn, &u);
     for (size_t i = 0; i < njf; i++)

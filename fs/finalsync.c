@@ -242,7 +242,7 @@ static bool report_store(struct daemon *d, const struct fs_store *s, FILE *repor
              s->mount_path, "unpushed", msg);
     if (report) {
         fprintf(report, "%s\n", msg);
-        daemon_list_unpushed(d->cache, s->id, s->mount_path, report);
+        daemon_list_unpushed(d->cache, s->id, s->mount_path, true, report);
     }
     return true;
 }

@@ -136,7 +136,7 @@ static void *serve_wait(void *arg)
                     rep.conflicts, refused, rep.pending);
             if (rep.pending || refused || rep.unsaved || cs.unsaved) {
                 unpushed = true;
-                daemon_list_unpushed(w->d->cache, s->id, s->mount_path, m);
+                daemon_list_unpushed(w->d->cache, s->id, s->mount_path, false, m);
             }
         }
     }

@@ -6,9 +6,12 @@
  * at unmount costs requests in proportion to what is dirty, not to the
  * store's size (no listing). */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_mount_sync.h"
@@ -92,6 +95,55 @@ Test(mount_sync_cmd, wait_exits_3_listing_what_was_not_pushed)
     free(out);
     c = sy_content("/bin.md");
     cr_expect_str_eq(c, "fine\n");
+    free(c);
+}
+
+/* A file a writer still holds open, with an edit saved by the close of
+ * another of its descriptors (a shell's redirection opens, then closes the
+ * descriptor it copied), is not pushed by a sync (a writer may still be
+ * half-way): --wait names it as open for writing, not merely changed, and
+ * the sync after its writer closed it pushes it. */
+Test(mount_sync_cmd, wait_names_the_files_a_writer_holds_open)
+{
+    sy_mount(false, "--sync-interval 3600");
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "$MFS sync --all --wait"), 0, "%s", out); /* the first round */
+    free(out);
+    /* The writer: both files open, its edits saved held, then it waits
+     * for the test's word (at most 60 s) and closes them. */
+    cr_assert_eq(sy_run(NULL, "( exec 3>>notes/a.md 4>fresh.md; printf 'a two\\n' >&3; "
+                              "exec 3>>notes/a.md; printf 'fresh\\n' >&4; exec 4>>fresh.md; "
+                              ": > \"$CACHE/../written\"; "
+                              "for i in $(seq 600); do [ -e \"$CACHE/../go\" ] && break; "
+                              "sleep 0.1; done; exec 3>&- 4>&-; : > \"$CACHE/../closed\" ) "
+                              ">/dev/null 2>&1 &"), 0);
+    cr_assert(mnt_wait_sh(&E, 30, "test -e \"$CACHE/../written\""), "the writer never wrote");
+    cr_assert_eq(sy_run(NULL, "echo b two > b.md"), 0);
+    int rc = sy_run(&out, "$MFS sync --all --wait");
+    cr_expect_eq(rc, 3, "%s", out);
+    char want[800];
+    snprintf(want, sizeof(want), "not pushed: %s/notes/a.md (changed locally, open for writing: "
+                                 "pushed once its writer closes it)", mnt);
+    cr_expect(strstr(out, want), "no '%s' in: %s", want, out);
+    snprintf(want, sizeof(want), "not pushed: %s/fresh.md (new file, open for writing: pushed "
+                                 "once its writer closes it)", mnt);
+    cr_expect(strstr(out, want), "no '%s' in: %s", want, out);
+    cr_expect(strstr(out, "pushed 1,") && !strstr(out, "b.md"), "b.md was not pushed: %s", out);
+    free(out);
+    char *c = sy_content("/notes/a.md");
+    cr_expect_str_eq(c, "a one\n", "an edit its writer holds was pushed");
+    free(c);
+    /* The writer closes both; the next sync pushes them. */
+    cr_assert_eq(sy_run(NULL, ": > \"$CACHE/../go\""), 0);
+    cr_assert(mnt_wait_sh(&E, 30, "test -e \"$CACHE/../closed\""), "the writer never closed");
+    rc = sy_run(&out, "$MFS sync --all --wait");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    c = sy_content("/notes/a.md");
+    cr_expect_str_eq(c, "a one\na two\n");
+    free(c);
+    c = sy_content("/fresh.md");
+    cr_expect_str_eq(c, "fresh\n");
     free(c);
 }
 

@@ -2,9 +2,11 @@
  * (--log-file: a file, syslog or stderr; opened before the mount commits,
  * so a target that cannot be opened refuses the mount), stdio once it runs
  * in the background, the listing progress line shown on a terminal
- * while a big store is listed at mount, and the list of what an unmount
- * left unpushed.  Main thread only (the progress
- * callback runs on it too, from syncer_refresh). */
+ * while a big store is listed at mount, and the list of what a sync left
+ * unpushed.  Main thread only (the progress callback runs on it too,
+ * from syncer_refresh), but for that list, which the threads answering
+ * `sync --wait` (syncctl.c) make too: it reads the cache and the table of
+ * open files, each under its own locks. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -17,6 +19,7 @@
 #include "cli.h"
 #include "daemon.h"
 #include "log.h"
+#include "openfile.h"
 
 /* Opens the log target of the mount: --log-file, else (background mode)
  * CACHE_DIR/memstorefs.log; nothing in foreground mode without
@@ -68,11 +71,24 @@ void daemon_list_progress(void *arg, const char *store_id, size_t listed, bool l
     *shown = !last;
 }
 
+#define UNPUSHED_SHOWN 50
+
+/* A changed file of the list, named once the cache's walk is over (the
+ * open-file table is asked about it then, without the cache's lock). */
+struct dirty_file {
+    uint64_t ino;
+    char *path;
+    bool synced; /* it has a memory: changed, not new */
+    bool held;   /* saved while a writer held it open (CACHE_HELD) */
+};
+
 struct unpushed_ctx {
     FILE *out;
     const char *mount_path;
     bool final; /* the final sync's: held files were pushed too */
     unsigned shown, more;
+    struct dirty_file dirty[UNPUSHED_SHOWN]; /* the first changed files */
+    size_t ndirty;
     const struct cache_jfile *jf; /* only in the journal, sorted by ino */
     size_t njf;
 };
@@ -82,8 +98,6 @@ static int cmp_jfile(const void *key, const void *item)
     uint64_t k = *(const uint64_t *)key, i = ((const struct cache_jfile *)item)->ino;
     return k < i ? -1 : k > i;
 }
-
-#define UNPUSHED_SHOWN 50
 
 static void one_unpushed(struct unpushed_ctx *u, const char *path, const char *what)
 {
@@ -109,17 +123,35 @@ static int dirty_fn(void *arg, const struct cnode *n)
      * those, below. */
     if (in_journal(u, n->ino))
         return 0;
-    /* Held as the sync read it (the marks of closes before it are applied
-     * first): a writer had it open, and only a close lets it go. */
-    if (n->unsaved == CACHE_HELD && !u->final)
-        one_unpushed(u, n->path, n->memory_id[0]
-                                     ? "changed locally, open for writing: pushed once its "
-                                       "writer closes it"
-                                     : "new file, open for writing: pushed once its writer "
-                                       "closes it");
-    else
-        one_unpushed(u, n->path, n->memory_id[0] ? "changed locally" : "new file");
+    char *path = u->ndirty < UNPUSHED_SHOWN ? strdup(n->path) : NULL;
+    if (!path) {
+        u->more++; /* past the 50 shown (or no memory to name it) */
+        return 0;
+    }
+    u->dirty[u->ndirty++] = (struct dirty_file){n->ino, path, n->memory_id[0] != '\0',
+                                                n->unsaved == CACHE_HELD};
     return 0;
+}
+
+/* The changed files, each with why it is not in the store.  One whose
+ * edit was saved while a writer held it (CACHE_HELD: a close of another
+ * of its descriptors) is pushed only once the writer closes it, but at
+ * the final sync; the row alone does not say the writer is still there
+ * (a close's mark may wait in memory), so the open files are asked. */
+static void name_dirty(struct unpushed_ctx *u)
+{
+    for (size_t i = 0; i < u->ndirty; i++) {
+        const struct dirty_file *f = &u->dirty[i];
+        if (f->held && !u->final && ofile_has_writers(f->ino))
+            one_unpushed(u, f->path, f->synced ? "changed locally, open for writing: pushed "
+                                                 "once its writer closes it"
+                                               : "new file, open for writing: pushed once "
+                                                 "its writer closes it");
+        else
+            one_unpushed(u, f->path, f->synced ? "changed locally" : "new file");
+        free(f->path);
+    }
+    u->ndirty = 0;
 }
 
 static int never_closed_fn(void *arg, const struct cnode *n)
@@ -141,8 +173,10 @@ void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mou
     size_t njf = 0;
     if (cache_journal_files(c, store_id, &jf, &njf) != 0)
         njf = 0; /* counted in the report's line still */
-    struct unpushed_ctx u = {out, mount_path, final, 0, 0, jf, njf};
+    struct unpushed_ctx u = {.out = out, .mount_path = mount_path, .final = final, .jf = jf,
+                             .njf = njf};
     cache_unpushed_files(c, store_id, dirty_fn, &u);
+    name_dirty(&u);
     cache_store_files(c, store_id, never_closed_fn, &u);
     for (size_t i = 0; i < njf; i++)
         one_unpushed(&u, jf[i].path, "closed while the cache's disk was full, in its journal of "

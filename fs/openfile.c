@@ -699,6 +699,18 @@ bool ofile_is_open(uint64_t row)
     return f != NULL;
 }
 
+bool ofile_has_writers(uint64_t row)
+{
+    struct ofile *f = ofile_find(row);
+    if (!f)
+        return false;
+    pthread_mutex_lock(&f->lock);
+    bool w = f->writers > 0;
+    pthread_mutex_unlock(&f->lock);
+    ofile_put(f);
+    return w;
+}
+
 struct ofile *ofile_find(uint64_t row)
 {
     pthread_mutex_lock(&table_lock);

@@ -173,6 +173,9 @@ int ofile_end_lost(struct ofile *f, struct cache *c, bool *dropped);
 /* True when row has an entry (takes only the table lock, so it may be
  * called with the cache lock held). */
 bool ofile_is_open(uint64_t row);
+/* True when a handle that may write holds row open (ofile_writer_open).
+ * Takes the entry's lock: never with the cache lock held. */
+bool ofile_has_writers(uint64_t row);
 /* The entry for row with one reference more, or NULL when the inode is
  * not open (nothing is created). */
 struct ofile *ofile_find(uint64_t row);

@@ -24,8 +24,14 @@ static void setup(void)
     sy_start(seed);
 }
 
+/* A test's background writer (a shell), stopped by its PID. */
+static pid_t writer;
+
 static void teardown(void)
 {
+    if (writer > 0)
+        kill(writer, SIGKILL);
+    writer = 0;
     sy_stop();
 }
 
@@ -110,13 +116,17 @@ Test(mount_sync_cmd, wait_names_the_files_a_writer_holds_open)
     cr_assert_eq(sy_run(&out, "$MFS sync --all --wait"), 0, "%s", out); /* the first round */
     free(out);
     /* The writer: both files open, its edits saved held, then it waits
-     * for the test's word (at most 60 s) and closes them. */
-    cr_assert_eq(sy_run(NULL, "( exec 3>>notes/a.md 4>fresh.md; printf 'a two\\n' >&3; "
+     * for the test's word (at most 60 s, and not past the test's end) and
+     * closes them. */
+    cr_assert_eq(sy_run(&out, "( exec 3>>notes/a.md 4>fresh.md; printf 'a two\\n' >&3; "
                               "exec 3>>notes/a.md; printf 'fresh\\n' >&4; exec 4>>fresh.md; "
                               ": > \"$CACHE/../written\"; "
                               "for i in $(seq 600); do [ -e \"$CACHE/../go\" ] && break; "
-                              "sleep 0.1; done; exec 3>&- 4>&-; : > \"$CACHE/../closed\" ) "
-                              ">/dev/null 2>&1 &"), 0);
+                              "[ -d \"$CACHE\" ] || break; sleep 0.1; done; exec 3>&- 4>&-; "
+                              ": > \"$CACHE/../closed\" ) >/dev/null 2>&1 & echo $!"), 0);
+    writer = atoi(out);
+    free(out);
+    cr_assert_gt(writer, 0);
     cr_assert(mnt_wait_sh(&E, 30, "test -e \"$CACHE/../written\""), "the writer never wrote");
     cr_assert_eq(sy_run(NULL, "echo b two > b.md"), 0);
     int rc = sy_run(&out, "$MFS sync --all --wait");
@@ -136,6 +146,9 @@ Test(mount_sync_cmd, wait_names_the_files_a_writer_holds_open)
     /* The writer closes both; the next sync pushes them. */
     cr_assert_eq(sy_run(NULL, ": > \"$CACHE/../go\""), 0);
     cr_assert(mnt_wait_sh(&E, 30, "test -e \"$CACHE/../closed\""), "the writer never closed");
+    for (int i = 0; i < 100 && kill(writer, 0) == 0; i++)
+        usleep(50 * 1000);
+    writer = 0; /* ended (or ending: its PID is not signalled later) */
     rc = sy_run(&out, "$MFS sync --all --wait");
     cr_expect_eq(rc, 0, "%s", out);
     free(out);

@@ -74,12 +74,18 @@ size_t daemon_final_report(struct daemon *d, struct fs_store **v, size_t n, FILE
  * concerned, go to report.  Returns the number of such stores. */
 size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report);
 /* daemon_io.c: one line per file of the store that the cache still holds
- * unpushed (dirty, deleted locally, refused), at most 50.  final: after
+ * unpushed (dirty, deleted locally, refused), and, but after the final
+ * sync, per file a writer holds with an edit not saved yet; at most 50
+ * lines, then a count.  final: after
  * the final sync, which pushes files writers still hold too; after any
  * other, a changed file a writer holds open is named as such (a sync
  * pushes it only once it is closed). */
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
                           bool final, FILE *out);
+/* daemon_io.c: how many files of the store a writer holds open with an
+ * edit no close or fsync has saved (in no list of the cache: not
+ * pushed, and named by daemon_list_unpushed unless final). */
+size_t daemon_unsaved_open(struct cache *c, const char *store_id);
 /* control.c: sends cmd to daemon pid and copies its answer lines (but the
  * final one) to out.  0 on "ok", 1 on "ok unpushed", -EIO with the reason
  * printed otherwise, or a negative errno when the daemon cannot be reached

@@ -83,12 +83,16 @@ struct dirty_file {
 };
 
 struct unpushed_ctx {
+    struct cache *c;
+    const char *store_id;
     FILE *out;
     const char *mount_path;
     bool final; /* the final sync's: held files were pushed too */
     unsigned shown, more;
     struct dirty_file dirty[UNPUSHED_SHOWN]; /* the first changed files */
     size_t ndirty;
+    uint64_t *named; /* the files the cache's lists named (sorted at the end) */
+    size_t nnamed, capnamed;
     const struct cache_jfile *jf; /* only in the journal, sorted by ino */
     size_t njf;
 };
@@ -110,6 +114,27 @@ static void one_unpushed(struct unpushed_ctx *u, const char *path, const char *w
     u->shown++;
 }
 
+/* Records that a list of the cache names ino (a file with an edit not
+ * saved yet is named by the open files' list only when none did). */
+static void note_named(struct unpushed_ctx *u, uint64_t ino)
+{
+    if (u->nnamed == u->capnamed) {
+        size_t cap = u->capnamed ? 2 * u->capnamed : 64;
+        uint64_t *v = realloc(u->named, cap * sizeof(*v));
+        if (!v)
+            return; /* at worst named twice */
+        u->named = v;
+        u->capnamed = cap;
+    }
+    u->named[u->nnamed++] = ino;
+}
+
+static int cmp_ino(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* Whether ino is one of the files only the journal holds (u->jf). */
 static bool in_journal(const struct unpushed_ctx *u, uint64_t ino)
 {
@@ -123,6 +148,7 @@ static int dirty_fn(void *arg, const struct cnode *n)
      * those, below. */
     if (in_journal(u, n->ino))
         return 0;
+    note_named(u, n->ino);
     char *path = u->ndirty < UNPUSHED_SHOWN ? strdup(n->path) : NULL;
     if (!path) {
         u->more++; /* past the 50 shown (or no memory to name it) */
@@ -158,9 +184,79 @@ static int never_closed_fn(void *arg, const struct cnode *n)
 {
     struct unpushed_ctx *u = arg;
     /* A writer did close one the journal holds: listed with those. */
-    if (n->unsaved == CACHE_NEW && !in_journal(u, n->ino))
+    if (n->unsaved == CACHE_NEW && !in_journal(u, n->ino)) {
+        note_named(u, n->ino);
         one_unpushed(u, n->path, "new file no writer ever closed");
+    }
     return 0;
+}
+
+/* Whether row is a file of the store being listed (called with an open
+ * file's lock held: the cache's comes after it). */
+static bool of_store(void *arg, uint64_t row)
+{
+    const struct unpushed_ctx *u = arg;
+    char id[CACHE_ID_MAX];
+    return cache_store_of(u->c, row, id) == 0 && strcmp(id, u->store_id) == 0;
+}
+
+/* Files of the store a writer holds open with an edit no close or fsync
+ * has saved, and that still have a name (an edit of a removed file reaches
+ * no store): how many; the first ROWS_MAX of them in *rows (malloc'd, may
+ * be NULL: then only counted). */
+enum { ROWS_MAX = 4096 };
+static size_t unsaved_open(struct unpushed_ctx *u, uint64_t **rows)
+{
+    size_t n = ofile_unsaved_rows(of_store, u, rows, ROWS_MAX), k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!*rows || i >= ROWS_MAX) {
+            k++;
+            continue;
+        }
+        struct cnode node = {0};
+        bool live = cache_getattr(u->c, (*rows)[i], &node) == 0 && !node.unlinked;
+        cnode_clear(&node);
+        if (live)
+            (*rows)[k++] = (*rows)[i];
+    }
+    return k;
+}
+
+/* Names those files: nothing of such an edit is in the cache's lists (only
+ * saved content is pushed), yet it is not in the store.  Not after the
+ * final sync, which kept such edits as records (its report's line counts
+ * them). */
+static void name_unsaved_open(struct unpushed_ctx *u)
+{
+    uint64_t *rows = NULL;
+    size_t n = unsaved_open(u, &rows);
+    if (u->nnamed)
+        qsort(u->named, u->nnamed, sizeof(*u->named), cmp_ino);
+    for (size_t i = 0; i < n; i++) {
+        if (!rows || i >= ROWS_MAX) {
+            u->more++; /* counted, not named */
+            continue;
+        }
+        if (u->nnamed && bsearch(&rows[i], u->named, u->nnamed, sizeof(*u->named), cmp_ino))
+            continue;
+        struct cnode node = {0};
+        if (cache_getattr(u->c, rows[i], &node) == 0)
+            one_unpushed(u, node.path, "open for writing, its edit not saved yet: pushed once "
+                                       "its writer closes or fsyncs it");
+        else
+            u->more++;
+        cnode_clear(&node);
+    }
+    free(rows);
+}
+
+size_t daemon_unsaved_open(struct cache *c, const char *store_id)
+{
+    struct unpushed_ctx u = {.c = c, .store_id = store_id};
+    uint64_t *rows = NULL;
+    size_t n = unsaved_open(&u, &rows);
+    free(rows);
+    return n;
 }
 
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
@@ -173,11 +269,17 @@ void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mou
     size_t njf = 0;
     if (cache_journal_files(c, store_id, &jf, &njf) != 0)
         njf = 0; /* counted in the report's line still */
-    struct unpushed_ctx u = {.out = out, .mount_path = mount_path, .final = final, .jf = jf,
-                             .njf = njf};
+    struct unpushed_ctx u = {.c = c, .store_id = store_id, .out = out, .mount_path = mount_path,
+                             .final = final, .jf = jf, .njf = njf};
     cache_unpushed_files(c, store_id, dirty_fn, &u);
     name_dirty(&u);
     cache_store_files(c, store_id, never_closed_fn, &u);
+    if (!final) {
+        for (size_t i = 0; i < njf; i++)
+            note_named(&u, jf[i].ino); /* named below, with the journal's */
+        name_unsaved_open(&u);
+    }
+    free(u.named);
     for (size_t i = 0; i < njf; i++)
         one_unpushed(&u, jf[i].path, "closed while the cache's disk was full, in its journal of "
                      "closed files");

@@ -608,6 +608,25 @@ size_t ofile_unsaved_count(ofile_mine_fn mine, void *arg)
     return k;
 }
 
+size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t max)
+{
+    size_t n = 0, k = 0;
+    struct ofile **v = take_all(&n);
+    *rows = max && n ? malloc((n < max ? n : max) * sizeof(**rows)) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&v[i]->lock);
+        if (unsaved_locked(v[i], mine, arg)) {
+            if (*rows && k < max)
+                (*rows)[k] = v[i]->row;
+            k++;
+        }
+        pthread_mutex_unlock(&v[i]->lock);
+        ofile_put(v[i]);
+    }
+    free(v);
+    return k;
+}
+
 size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, ofile_lost_fn lost,
                               void *arg)
 {

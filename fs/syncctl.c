@@ -134,7 +134,9 @@ static void *serve_wait(void *arg)
             fprintf(m, "%s at %s: synced; pushed %u, deleted %u, conflicts %u, refused %u, "
                        "pending %u\n", s->id, s->mount_path, rep.pushed, rep.deleted,
                     rep.conflicts, refused, rep.pending);
-            if (rep.pending || refused || rep.unsaved || cs.unsaved) {
+            /* Edits writers hold unsaved are in none of those counts. */
+            size_t unsaved_open = daemon_unsaved_open(w->d->cache, s->id);
+            if (rep.pending || refused || rep.unsaved || cs.unsaved || unsaved_open) {
                 unpushed = true;
                 daemon_list_unpushed(w->d->cache, s->id, s->mount_path, false, m);
             }

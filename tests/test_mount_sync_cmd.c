@@ -6,6 +6,7 @@
  * at unmount costs requests in proportion to what is dirty, not to the
  * store's size (no listing). */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,13 +25,16 @@ static void setup(void)
     sy_start(seed);
 }
 
-/* A test's background writer (a shell), stopped by its PID. */
+/* A test's background writer (a shell, or mnt_hold_open's child), stopped by
+ * its PID. */
 static pid_t writer;
 
 static void teardown(void)
 {
-    if (writer > 0)
+    if (writer > 0) {
         kill(writer, SIGKILL);
+        waitpid(writer, NULL, 0); /* a child of the test's: reaped (else ECHILD at once) */
+    }
     writer = 0;
     sy_stop();
 }
@@ -151,6 +155,59 @@ Test(mount_sync_cmd, wait_names_the_files_a_writer_holds_open)
     writer = 0; /* ended (or ending: its PID is not signalled later) */
     rc = sy_run(&out, "$MFS sync --all --wait");
     cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    c = sy_content("/notes/a.md");
+    cr_expect_str_eq(c, "a one\na two\n");
+    free(c);
+    c = sy_content("/fresh.md");
+    cr_expect_str_eq(c, "fresh\n");
+    free(c);
+}
+
+/* An edit a writer still holds in its buffer, which no close or fsync of
+ * any of its descriptors saved, is in none of the cache's lists, yet not in
+ * the store: --wait names it and exits 3 (it said all was synced), and a
+ * new file so held is named once. */
+Test(mount_sync_cmd, wait_names_an_edit_no_close_saved_yet)
+{
+    sy_mount(false, "--sync-interval 3600");
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "$MFS sync --all --wait"), 0, "%s", out); /* the first round */
+    free(out);
+    char a[600], fresh[600];
+    snprintf(a, sizeof(a), "%s/notes/a.md", mnt);
+    snprintf(fresh, sizeof(fresh), "%s/fresh.md", mnt);
+    writer = mnt_hold_open((const char *const[]){a}, 1, O_WRONLY | O_APPEND, "a two\n");
+    pid_t w2 = mnt_hold_open((const char *const[]){fresh}, 1, O_WRONLY | O_CREAT | O_TRUNC,
+                             "fresh\n");
+    int rc = sy_run(&out, "$MFS sync --all --wait");
+    kill(w2, SIGKILL); /* its close saves fresh.md */
+    cr_assert_eq(waitpid(w2, NULL, 0), w2);
+    cr_expect_eq(rc, 3, "%s", out);
+    char want[800];
+    snprintf(want, sizeof(want), "not pushed: %s (open for writing, its edit not saved yet: "
+                                 "pushed once its writer closes or fsyncs it)", a);
+    cr_expect(strstr(out, want), "no '%s' in: %s", want, out);
+    snprintf(want, sizeof(want), "not pushed: %s (new file no writer ever closed)", fresh);
+    const char *at = strstr(out, want);
+    cr_expect(at, "no '%s' in: %s", want, out);
+    cr_expect(!at || !strstr(at + strlen(want), "fresh.md"), "fresh.md named twice: %s", out);
+    free(out);
+    char *c = sy_content("/notes/a.md");
+    cr_expect_str_eq(c, "a one\n", "an edit no close saved was pushed");
+    free(c);
+    /* Its writer ends: the close saves the edit, and the next sync pushes
+     * it.  A file removed while its writer holds an edit is named by no
+     * sync: no store can have that edit. */
+    kill(writer, SIGKILL);
+    cr_assert_eq(waitpid(writer, NULL, 0), writer);
+    char b[600];
+    snprintf(b, sizeof(b), "%s/b.md", mnt);
+    writer = mnt_hold_open((const char *const[]){b}, 1, O_WRONLY | O_APPEND, "b two\n");
+    cr_assert_eq(unlink(b), 0, "%s", strerror(errno));
+    rc = sy_run(&out, "$MFS sync --all --wait");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect_null(strstr(out, "not pushed"), "%s", out);
     free(out);
     c = sy_content("/notes/a.md");
     cr_expect_str_eq(c, "a one\na two\n");

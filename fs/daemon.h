@@ -82,10 +82,12 @@ size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report);
  * pushes it only once it is closed). */
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
                           bool final, FILE *out);
-/* daemon_io.c: how many files of the store a writer holds open with an
- * edit no close or fsync has saved (in no list of the cache: not
- * pushed, and named by daemon_list_unpushed unless final). */
-size_t daemon_unsaved_open(struct cache *c, const char *store_id);
+/* daemon_io.c: only the files of the store a writer holds open with an
+ * edit no close or fsync has saved yet (in no list of the cache: not
+ * pushed; daemon_list_unpushed names them too, unless final), for a store
+ * with nothing else left; how many it named or counted. */
+size_t daemon_list_unsaved_open(struct cache *c, const char *store_id, const char *mount_path,
+                                FILE *out);
 /* control.c: sends cmd to daemon pid and copies its answer lines (but the
  * final one) to out.  0 on "ok", 1 on "ok unpushed", -EIO with the reason
  * printed otherwise, or a negative errno when the daemon cannot be reached

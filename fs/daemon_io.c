@@ -200,63 +200,52 @@ static bool of_store(void *arg, uint64_t row)
     return cache_store_of(u->c, row, id) == 0 && strcmp(id, u->store_id) == 0;
 }
 
-/* Files of the store a writer holds open with an edit no close or fsync
- * has saved, and that still have a name (an edit of a removed file reaches
- * no store): how many; the first ROWS_MAX of them in *rows (malloc'd, may
- * be NULL: then only counted). */
-enum { ROWS_MAX = 4096 };
-static size_t unsaved_open(struct unpushed_ctx *u, uint64_t **rows)
+/* Names the files of the store a writer holds open with an edit no close
+ * or fsync has saved yet (ofile_unsaved_rows): nothing of such an edit is
+ * in the cache's lists (only saved content is pushed), yet it is not in
+ * the store.  Not one removed since (no store can have its edit), nor one
+ * a list of the cache named (the refused list too: a refused file's new
+ * edit is refused content until saved otherwise).  Returns how many it
+ * named or counted. */
+static size_t name_unsaved_open(struct unpushed_ctx *u)
 {
-    size_t n = ofile_unsaved_rows(of_store, u, rows, ROWS_MAX), k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!*rows || i >= ROWS_MAX) {
-            k++;
-            continue;
-        }
-        struct cnode node = {0};
-        bool live = cache_getattr(u->c, (*rows)[i], &node) == 0 && !node.unlinked;
-        cnode_clear(&node);
-        if (live)
-            (*rows)[k++] = (*rows)[i];
-    }
-    return k;
-}
-
-/* Names those files: nothing of such an edit is in the cache's lists (only
- * saved content is pushed), yet it is not in the store.  Not after the
- * final sync, which kept such edits as records (its report's line counts
- * them). */
-static void name_unsaved_open(struct unpushed_ctx *u)
-{
+    enum { ROWS_MAX = 4096 };
     uint64_t *rows = NULL;
-    size_t n = unsaved_open(u, &rows);
+    size_t n = ofile_unsaved_rows(of_store, u, &rows, ROWS_MAX), k = 0;
     if (u->nnamed)
         qsort(u->named, u->nnamed, sizeof(*u->named), cmp_ino);
     for (size_t i = 0; i < n; i++) {
         if (!rows || i >= ROWS_MAX) {
             u->more++; /* counted, not named */
+            k++;
             continue;
         }
         if (u->nnamed && bsearch(&rows[i], u->named, u->nnamed, sizeof(*u->named), cmp_ino))
             continue;
         struct cnode node = {0};
-        if (cache_getattr(u->c, rows[i], &node) == 0)
+        int rc = cache_getattr(u->c, rows[i], &node);
+        if (rc == 0 && !node.unlinked && node.state != CNODE_REFUSED) {
             one_unpushed(u, node.path, "open for writing, its edit not saved yet: pushed once "
                                        "its writer closes or fsyncs it");
-        else
-            u->more++;
+            k++;
+        } else if (rc != 0) {
+            u->more++; /* not known to be gone */
+            k++;
+        }
         cnode_clear(&node);
     }
     free(rows);
+    return k;
 }
 
-size_t daemon_unsaved_open(struct cache *c, const char *store_id)
+size_t daemon_list_unsaved_open(struct cache *c, const char *store_id, const char *mount_path,
+                                FILE *out)
 {
-    struct unpushed_ctx u = {.c = c, .store_id = store_id};
-    uint64_t *rows = NULL;
-    size_t n = unsaved_open(&u, &rows);
-    free(rows);
-    return n;
+    struct unpushed_ctx u = {.c = c, .store_id = store_id, .out = out, .mount_path = mount_path};
+    size_t k = name_unsaved_open(&u);
+    if (u.more)
+        fprintf(out, "  not pushed: %u more\n", u.more);
+    return k;
 }
 
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
@@ -274,10 +263,11 @@ void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mou
     cache_unpushed_files(c, store_id, dirty_fn, &u);
     name_dirty(&u);
     cache_store_files(c, store_id, never_closed_fn, &u);
+    /* The final sync kept such edits as records (finalsync.c logs them). */
     if (!final) {
         for (size_t i = 0; i < njf; i++)
             note_named(&u, jf[i].ino); /* named below, with the journal's */
-        name_unsaved_open(&u);
+        (void)name_unsaved_open(&u);
     }
     free(u.named);
     for (size_t i = 0; i < njf; i++)

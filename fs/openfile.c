@@ -615,7 +615,8 @@ size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t
     *rows = max && n ? malloc((n < max ? n : max) * sizeof(**rows)) : NULL;
     for (size_t i = 0; i < n; i++) {
         pthread_mutex_lock(&v[i]->lock);
-        if (unsaved_locked(v[i], mine, arg)) {
+        const struct ofile *f = v[i];
+        if (f->writers && !f->lost && !f->cut && unsaved_locked(v[i], mine, arg)) {
             if (*rows && k < max)
                 (*rows)[k] = v[i]->row;
             k++;

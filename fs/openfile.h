@@ -200,8 +200,12 @@ typedef bool (*ofile_mine_fn)(void *arg, uint64_t row);
 /* How many of mine's open files hold edits no flush or fsync has saved
  * and no earlier unmount has kept. */
 size_t ofile_unsaved_count(ofile_mine_fn mine, void *arg);
-/* The same files: their rows, at most max of them, in *rows (malloc'd,
- * NULL when none); returns how many there are (may be more than max). */
+/* Of mine's files that writers hold open now, those whose edit no flush
+ * or fsync has saved, which their next close or fsync will save as the
+ * file's content (not an edit that lost to the store or was cut at the
+ * size limit: those become records): their rows, at most max of them, in
+ * *rows (malloc'd, NULL when none); returns how many there are (may be
+ * more than max). */
 size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t max);
 /* Told of each open file whose unsaved edit could not be kept (its row,
  * the negative errno), with the entry's lock held. */

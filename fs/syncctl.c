@@ -134,11 +134,12 @@ static void *serve_wait(void *arg)
             fprintf(m, "%s at %s: synced; pushed %u, deleted %u, conflicts %u, refused %u, "
                        "pending %u\n", s->id, s->mount_path, rep.pushed, rep.deleted,
                     rep.conflicts, refused, rep.pending);
-            /* Edits writers hold unsaved are in none of those counts. */
-            size_t unsaved_open = daemon_unsaved_open(w->d->cache, s->id);
-            if (rep.pending || refused || rep.unsaved || cs.unsaved || unsaved_open) {
+            if (rep.pending || refused || rep.unsaved || cs.unsaved) {
                 unpushed = true;
                 daemon_list_unpushed(w->d->cache, s->id, s->mount_path, false, m);
+            } else if (daemon_list_unsaved_open(w->d->cache, s->id, s->mount_path, m) > 0) {
+                /* Edits writers hold unsaved are in none of those counts. */
+                unpushed = true;
             }
         }
     }

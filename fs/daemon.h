@@ -76,10 +76,9 @@ size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report);
 /* daemon_io.c: one line per file of the store that the cache still holds
  * unpushed (dirty, deleted locally, refused), and, but after the final
  * sync, per file a writer holds with an edit not saved yet; at most 50
- * lines, then a count.  final: after
- * the final sync, which pushes files writers still hold too; after any
- * other, a changed file a writer holds open is named as such (a sync
- * pushes it only once it is closed). */
+ * lines, then a count.  final: after the final sync, which pushes files
+ * writers still hold too; after any other, a changed file a writer holds
+ * open is named as such (a sync pushes it only once it is closed). */
 void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mount_path,
                           bool final, FILE *out);
 /* daemon_io.c: only the files of the store a writer holds open with an

@@ -204,8 +204,8 @@ static bool of_store(void *arg, uint64_t row)
  * or fsync has saved yet (ofile_unsaved_rows): nothing of such an edit is
  * in the cache's lists (only saved content is pushed), yet it is not in
  * the store.  Not one removed since (no store can have its edit), nor one
- * a list of the cache named (the refused list too: a refused file's new
- * edit is refused content until saved otherwise).  Returns how many it
+ * a list of the cache names (the journal's and the refused list too: a
+ * refused file's new edit is refused content until saved otherwise).  Returns how many it
  * named or counted. */
 static size_t name_unsaved_open(struct unpushed_ctx *u)
 {
@@ -220,7 +220,8 @@ static size_t name_unsaved_open(struct unpushed_ctx *u)
             k++;
             continue;
         }
-        if (u->nnamed && bsearch(&rows[i], u->named, u->nnamed, sizeof(*u->named), cmp_ino))
+        if (in_journal(u, rows[i]) ||
+            (u->nnamed && bsearch(&rows[i], u->named, u->nnamed, sizeof(*u->named), cmp_ino)))
             continue;
         struct cnode node = {0};
         int rc = cache_getattr(u->c, rows[i], &node);
@@ -264,11 +265,8 @@ void daemon_list_unpushed(struct cache *c, const char *store_id, const char *mou
     name_dirty(&u);
     cache_store_files(c, store_id, never_closed_fn, &u);
     /* The final sync kept such edits as records (finalsync.c logs them). */
-    if (!final) {
-        for (size_t i = 0; i < njf; i++)
-            note_named(&u, jf[i].ino); /* named below, with the journal's */
+    if (!final)
         (void)name_unsaved_open(&u);
-    }
     free(u.named);
     for (size_t i = 0; i < njf; i++)
         one_unpushed(&u, jf[i].path, "closed while the cache's disk was full, in its journal of "

@@ -614,15 +614,15 @@ size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t
     struct ofile **v = take_all(&n);
     *rows = max && n ? malloc((n < max ? n : max) * sizeof(**rows)) : NULL;
     for (size_t i = 0; i < n; i++) {
-        pthread_mutex_lock(&v[i]->lock);
-        const struct ofile *f = v[i];
-        if (f->writers && !f->lost && !f->cut && unsaved_locked(v[i], mine, arg)) {
+        struct ofile *f = v[i];
+        pthread_mutex_lock(&f->lock);
+        if (f->writers && !f->lost && !f->cut && unsaved_locked(f, mine, arg)) {
             if (*rows && k < max)
-                (*rows)[k] = v[i]->row;
+                (*rows)[k] = f->row;
             k++;
         }
-        pthread_mutex_unlock(&v[i]->lock);
-        ofile_put(v[i]);
+        pthread_mutex_unlock(&f->lock);
+        ofile_put(f);
     }
     free(v);
     return k;

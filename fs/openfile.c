@@ -20,7 +20,9 @@
  * whose edit lost to the store while writers still hold it (lost: an
  * fsync that met the store's version, or a sync that kept their saved
  * content as a record, ofile_lost) stays theirs: each later save keeps it
- * as a record, and it is dropped when the last writer goes.
+ * as a record, and it is dropped when the last writer goes or a new
+ * writer takes the file over (ofile_take_over, which gives up a cut edit
+ * too).
  *
  * Edits: an edit given up while writers of it still hold the file (a cut
  * edit's close put the file back; a new writer took over a lost edit)
@@ -699,7 +701,7 @@ void ofile_lost(uint64_t row, const char *sha)
     ofile_put(f);
 }
 
-int ofile_end_lost(struct ofile *f, struct cache *c, bool *dropped)
+int ofile_take_over(struct ofile *f, struct cache *c, bool *dropped)
 {
     *dropped = false;
     pthread_mutex_lock(&f->lock);
@@ -707,6 +709,18 @@ int ofile_end_lost(struct ofile *f, struct cache *c, bool *dropped)
     if (f->lost) {
         rc = keep_lost_locked(f, c, true);
         *dropped = !rc;
+    } else if (f->cut && (f->dirty || f->unsaved || f->held)) {
+        /* As its writer's close would: kept as a record, the file put
+         * back, the handles of the edit ended.  Joined instead, the new
+         * writer's emptying cleared the cut mark (the edit in no record,
+         * its writer's next writes saved and pushed), and what it wrote
+         * went back with the cut edit at that writer's close. */
+        rc = keep_cut_locked(f, c);
+        if (rc == -EFBIG) {
+            end_edit_locked(f, -EFBIG);
+            rc = 0;
+            *dropped = true;
+        }
     }
     pthread_mutex_unlock(&f->lock);
     return rc;

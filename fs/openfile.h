@@ -36,7 +36,7 @@ struct ofile {
                                 * their version, which every save keeps as
                                 * a conflict record (ofile_flush); dropped
                                 * when the last writer goes, or a new
-                                * writer opens the file (ofile_end_lost) */
+                                * writer opens the file (ofile_take_over) */
     bool wrote;                /* a write or truncate went into the buffer
                                 * since it was loaded: the open file's own
                                 * edit (an idle writer's buffer is not) */
@@ -163,12 +163,18 @@ void ofile_forget_clean(uint64_t row);
  * keeps it), and what they write on is kept as a record too, never laid
  * over the store's version and pushed. */
 void ofile_lost(uint64_t row, const char *sha);
-/* A writer opens the file: a lost edit of the writers before it is kept
- * as a record (its part not kept yet) and its buffer dropped, so the new
- * writer starts from the store's version and its edit is saved as any
- * other.  *dropped: a buffer went (the kernel's pages of it must not be
- * kept by this open). */
-int ofile_end_lost(struct ofile *f, struct cache *c, bool *dropped);
+/* A writer opens the file (or truncates it by path): an edit of the
+ * writers before it that is given up is given up now, so the new writer
+ * starts from what the file goes back to and its edit is saved as any
+ * other: a lost edit is kept as a record (its part not kept yet) and its
+ * buffer dropped (the file reads as the store has it); a cut edit (a write
+ * past the size limit refused) is kept as a record and the file put back
+ * as at its writer's close (the caller fetched the store's version when
+ * the cache lacks it: ops_take_over), its handles refused with EFBIG from
+ * then on.  *dropped: a buffer went (the kernel's pages of it must not be
+ * kept by this open).  0, or the negative errno of a record or revert
+ * that failed (the open fails, nothing lost). */
+int ofile_take_over(struct ofile *f, struct cache *c, bool *dropped);
 
 /* True when row has an entry (takes only the table lock, so it may be
  * called with the cache lock held). */

@@ -369,6 +369,13 @@ static void fetch_base(struct fs_store *s, uint64_t row)
     cnode_clear(&n);
 }
 
+int ops_take_over(struct fs_store *s, struct ofile *f, bool *dropped)
+{
+    if (ofile_is_cut(f))
+        fetch_base(s, f->row);
+    return ofile_take_over(f, s->cache, dropped);
+}
+
 int ops_fetch(struct fs_store *s, const struct cnode *n, bool wait, bool queue,
               int64_t *deadline_ms)
 {
@@ -540,9 +547,10 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
     int rc = 0;
     bool reader = (fi->flags & O_ACCMODE) == O_RDONLY && !writing;
     /* A new writer starts from the store's version, not from an edit that
-     * lost to it which earlier writers still hold (openfile.c). */
+     * lost to it which earlier writers still hold, nor from one a write
+     * past the size limit cut short (openfile.c). */
     bool dropped = false;
-    if (writing && (rc = ofile_end_lost(f, s->cache, &dropped)) != 0) {
+    if (writing && (rc = ops_take_over(s, f, &dropped)) != 0) {
         free(w);
         ofile_put(f);
         return rc;

@@ -95,6 +95,9 @@ bool ops_is_marker(const struct fs_store *s, uint64_t parent_row, const char *na
  * drops the file's pages after it (-EFBIG). */
 int ops_save(struct fs_store *s, struct ofile *f, unsigned edit, enum ofile_flush_why why,
              const struct cache_then *then);
+/* ofile_take_over, for a writer's open or a truncate by path: a cut edit
+ * it gives up gets the store's version it puts back as ops_save's does. */
+int ops_take_over(struct fs_store *s, struct ofile *f, bool *dropped);
 /* Downloads n's content (n->memory_id at n->sha) into the cache.  0: look
  * again (it may have changed meanwhile); a negative errno otherwise.
  * When the memory changed again since it was listed, waits for the sync

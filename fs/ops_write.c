@@ -84,10 +84,10 @@ static int resize(struct fs_store *s, uint64_t row, struct ofile *open_f, unsign
         return -ENOMEM;
     int rc = size > MEM_CONTENT_MAX_BYTES ? -EFBIG : 0;
     /* By path, a writer of its own: it starts from the store's version,
-     * not from an edit that lost to it which writers still hold (as an
-     * open for writing does, ops.c). */
+     * not from an edit that lost to it or was cut short which writers
+     * still hold (as an open for writing does, ops.c). */
     if (!rc && !open_f)
-        rc = ofile_end_lost(f, s->cache, dropped);
+        rc = ops_take_over(s, f, dropped);
     if (!rc && size > 0)
         rc = ops_load(s, f);
     if (!rc)

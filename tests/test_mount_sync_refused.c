@@ -295,3 +295,75 @@ Test(mount_sync_refused, a_descriptor_whose_cut_edit_went_back_writes_no_more)
     cr_expect(sy_wait_server(want2, WITHIN, &last), "the store holds %s", last);
     free(last);
 }
+
+/* Another process opens for writing a file whose edit a write past the
+ * limit cut short while its writer still holds it (`echo B > f`, an O_TRUNC
+ * open; `truncate -s 0 f`, an open then an ftruncate): the cut edit is
+ * given up then, as its writer's close would have, kept as a record; the
+ * writer's later writes are refused, and what the other process wrote is
+ * the file's content.  Before the fix the new writer joined the cut edit
+ * and its emptying cleared the cut mark: the 100 KiB edits were in no
+ * record, the first writer's next writes went in ("tail went in") and were
+ * saved ("tail" over "B"; over the emptied cut.md).  The other process is
+ * started before the writer opens the files: a process forked after would
+ * close a copy of the descriptors at exec, and that close gives the cut
+ * edits up itself. */
+Test(mount_sync_refused, another_process_emptying_a_cut_file_keeps_the_cut_edit)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
+    free(out);
+    sy_mount(false, "--sync-interval 3600");
+    cr_assert_eq(sy_run(&out, "for f in kept.md cut.md; do echo 'the text before the edit' > $f; "
+                              "done && $MFS sync --wait . >/dev/null"), 0, "%s", out);
+    free(out);
+    /* kept.md emptied by an O_TRUNC open, cut.md by a truncate by path. */
+    int rc = sy_run(&out, "python3 - 2>&1 <<'PY'\n"
+                          "import errno, os, subprocess\n"
+                          "b = subprocess.Popen(['sh', '-c', 'read go && echo B > kept.md && '\n"
+                          "                      'truncate -s 0 cut.md'], stdin=subprocess.PIPE)\n"
+                          "fds = {n: os.open(n, os.O_WRONLY) for n in ('kept.md', 'cut.md')}\n"
+                          "for n, fd in fds.items():\n"
+                          "    os.write(fd, b'a' * 102400)\n"
+                          "    try:\n"
+                          "        os.write(fd, b'b' * 20480); print(n, 'no EFBIG')\n"
+                          "    except OSError as e:\n"
+                          "        print(n, 'cut', errno.errorcode[e.errno])\n"
+                          "b.communicate(b'go\\n')\n"
+                          "assert b.returncode == 0, b.returncode\n"
+                          "for n, fd in fds.items():\n"
+                          "    os.lseek(fd, 0, 0)\n"
+                          "    for what, data in (('tail', b'tail\\n'), ('past', b'x' * 150000)):\n"
+                          "        try:\n"
+                          "            os.write(fd, data); print(n, what, 'went in')\n"
+                          "        except OSError as e:\n"
+                          "            print(n, what, 'refused', errno.errorcode[e.errno])\n"
+                          "    os.close(fd)\n"
+                          "    print(n, 'content', repr(open(n, 'rb').read()))\n"
+                          "PY");
+    cr_expect_eq(rc, 0, "%s", out);
+    const char *const lines[] = {"kept.md cut EFBIG\n", "cut.md cut EFBIG\n",
+                                 "kept.md tail refused EFBIG\n", "kept.md past refused EFBIG\n",
+                                 "cut.md tail refused EFBIG\n", "cut.md past refused EFBIG\n",
+                                 "kept.md content b'B\\n'\n", "cut.md content b''\n", NULL};
+    for (size_t i = 0; lines[i]; i++)
+        cr_expect(out && strstr(out, lines[i]), "no line %s in: %s", lines[i], out);
+    free(out);
+    rc = sy_run(&out, "$MFS sync --wait .");
+    cr_expect_eq(rc, 0, "%s", out);
+    free(out);
+    const char *const want[] = {"/seeded.md", "seed\n", "/kept.md", "B\n", "/cut.md", "", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
+    free(last);
+    /* Each cut edit is one record, byte for byte; nothing else is. */
+    char *k = mnt_q(&E, "SELECT group_concat(path || ' ' || length(data) || ' ' || "
+                       "length(replace(CAST(data AS TEXT), 'a', '')), ',') FROM "
+                       "(SELECT path, data FROM conflicts JOIN blobs ON sha = local_sha "
+                       "ORDER BY path)");
+    cr_expect_str_eq(k, "/cut.md 102400 0,/kept.md 102400 0",
+                     "the records (path, size, bytes other than the cut edit's a)");
+    free(k);
+    cr_expect_eq(sy_log_count("a write past the size limit was refused", NULL), 2, "%s",
+                 sy_log_grep("size limit"));
+}

@@ -218,7 +218,7 @@ static void catch_up(struct job *j, const char *memory_id, bool *synced, bool *k
     bool writing = false;
     if (o) {
         ofile_lock(o);
-        writing = o->writers > 0;
+        writing = ofile_live_writers_locked(o) > 0;
         ofile_unlock(o);
         ofile_put(o);
     }

@@ -29,7 +29,9 @@
  * moves f->edit on, and the handles of the old one (ops.h, struct
  * ops_writer) are refused every later write, truncate and fsync, and
  * save nothing at their close: what they wrote would land on the version
- * the file went back to and be pushed as a mix.
+ * the file went back to and be pushed as a mix.  They count as writers no
+ * more (f->ended): a later writer's close is the last one, and its edit is
+ * pushed, whether or not they are still open.
  *
  * Locking: the table lock guards the hash chains and refs; each entry's
  * own lock guards its buffer.  Order: an entry's lock, then the cache's
@@ -177,18 +179,26 @@ static void end_edit_locked(struct ofile *f, int err)
 {
     if (!f->writers)
         return; /* no handle of it is left to tell */
+    f->ended += f->joined;
+    f->joined = 0;
     f->edit++;
     if (f->edit == OFILE_ANY)
         f->edit = 0;
     f->edit_err = err;
 }
 
-unsigned ofile_edit(struct ofile *f)
+unsigned ofile_join(struct ofile *f)
 {
     pthread_mutex_lock(&f->lock);
+    f->joined++;
     unsigned edit = f->edit;
     pthread_mutex_unlock(&f->lock);
     return edit;
+}
+
+unsigned ofile_live_writers_locked(const struct ofile *f)
+{
+    return f->writers - f->ended;
 }
 
 static void set_dirty(struct ofile *f, int64_t now_ns)
@@ -309,12 +319,17 @@ void ofile_writer_open(struct ofile *f)
     pthread_mutex_unlock(&f->lock);
 }
 
-bool ofile_writer_release(struct ofile *f)
+bool ofile_writer_release(struct ofile *f, unsigned edit)
 {
     pthread_mutex_lock(&f->lock);
+    bool live = true;
+    if (edit == f->edit && f->joined)
+        f->joined--;
+    else if (edit != OFILE_ANY && f->ended)
+        live = false, f->ended--;
     if (f->writers)
         f->writers--;
-    bool last = f->writers == 0;
+    bool last = f->writers == 0 || (live && ofile_live_writers_locked(f) == 0);
     pthread_mutex_unlock(&f->lock);
     return last;
 }
@@ -481,18 +496,19 @@ int ofile_flush(struct ofile *f, unsigned edit, struct cache *c, enum ofile_flus
     /* OFILE_LAST with writers: one opened since the release counted the
      * last one out, and may have written into the shared buffer already;
      * saved held, as its unfinished work (pushed once it is done). */
-    bool held = why == OFILE_CLOSE || ((why == OFILE_PATH || why == OFILE_LAST) && f->writers);
+    unsigned live = ofile_live_writers_locked(f);
+    bool held = why == OFILE_CLOSE || ((why == OFILE_PATH || why == OFILE_LAST) && live);
     if (ended) {
         /* A handle of an ended edit has nothing of its own in the buffer
          * (its writes are refused): its close saves nothing, and its
          * fsync must not make another writer's unfinished work final. */
         rc = why == OFILE_SYNC ? ended : 0;
-    } else if (why == OFILE_READER && f->writers) {
+    } else if (why == OFILE_READER && live) {
         /* A reader's close: the buffer is the unfinished work of the
          * writers still open (saving it, even held, would have the final
          * sync or a restart after a crash push what no writer closed). */
     } else if (f->lost) {
-        rc = keep_lost_locked(f, c, !f->writers);
+        rc = keep_lost_locked(f, c, !live);
         gone = !rc && !f->loaded;
     } else if (f->cut && why != OFILE_PATH && (f->dirty || f->unsaved || f->held)) {
         /* (A truncate by path is another process's: it saves held.) */
@@ -537,7 +553,7 @@ int ofile_flush(struct ofile *f, unsigned edit, struct cache *c, enum ofile_flus
             /* Writers still holding the file go on with their version
              * (kept whole at each save); with none, the next open or read
              * loads the store's. */
-            if (f->writers) {
+            if (live) {
                 f->lost = true;
             } else {
                 f->loaded = false;
@@ -618,7 +634,7 @@ size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t
     for (size_t i = 0; i < n; i++) {
         struct ofile *f = v[i];
         pthread_mutex_lock(&f->lock);
-        if (f->writers && !f->lost && !f->cut && unsaved_locked(f, mine, arg)) {
+        if (ofile_live_writers_locked(f) && !f->lost && !f->cut && unsaved_locked(f, mine, arg)) {
             if (*rows && k < max)
                 (*rows)[k] = f->row;
             k++;
@@ -692,7 +708,8 @@ void ofile_lost(uint64_t row, const char *sha)
     if (!f)
         return;
     pthread_mutex_lock(&f->lock);
-    if (f->writers && f->loaded && f->wrote && (f->dirty || strcmp(f->sha, sha) == 0)) {
+    if (ofile_live_writers_locked(f) && f->loaded && f->wrote &&
+        (f->dirty || strcmp(f->sha, sha) == 0)) {
         f->lost = true;
         f->held = false; /* what the cache held for them is the store's now */
         forget_prior_locked(f);
@@ -739,7 +756,7 @@ bool ofile_has_writers(uint64_t row)
     if (!f)
         return false;
     pthread_mutex_lock(&f->lock);
-    bool w = f->writers > 0;
+    bool w = ofile_live_writers_locked(f) > 0;
     pthread_mutex_unlock(&f->lock);
     ofile_put(f);
     return w;

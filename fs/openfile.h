@@ -41,7 +41,12 @@ struct ofile {
                                 * since it was loaded: the open file's own
                                 * edit (an idle writer's buffer is not) */
     unsigned writers;          /* open handles that may write */
-    unsigned edit;             /* the edit writers open now join (ofile_edit):
+    unsigned joined;           /* those of them in the edit in progress
+                                * (ofile_join) */
+    unsigned ended;            /* those in an edit given up since: they
+                                * write nothing more, and count as writers
+                                * no more (ofile_live_writers) */
+    unsigned edit;             /* the edit writers open now join (ofile_join):
                                 * moves on when one is given up while
                                 * writers of it remain (a cut edit, a lost
                                 * edit a new writer took over) */
@@ -80,7 +85,7 @@ bool ofile_current_locked(const struct ofile *f, const char *sha);
 void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sha);
 
 /* Edits.  A writable handle belongs to the edit in progress when its open
- * ended (ofile_edit).  An edit given up while writers of it still hold
+ * ended (ofile_join).  An edit given up while writers of it still hold
  * the file (a cut edit's close put the file back; a new writer took over
  * an edit that lost to the store) ends theirs: their later writes,
  * truncates and fsyncs are refused (the cut edit's EFBIG, EIO for a lost
@@ -90,7 +95,8 @@ void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sh
  * file is gone.  OFILE_ANY: a change that is no handle's (by path, the
  * kernel's page writeback, the last writer's release). */
 #define OFILE_ANY UINT_MAX
-unsigned ofile_edit(struct ofile *f);
+/* A writer's handle joins the edit in progress, which is returned. */
+unsigned ofile_join(struct ofile *f);
 
 /* Writes size bytes at off (the buffer must be loaded).  -EFBIG past
  * MEM_CONTENT_MAX_BYTES (nothing changes), -ENOMEM.  The first change to
@@ -142,10 +148,17 @@ int ofile_flush(struct ofile *f, unsigned edit, struct cache *c, enum ofile_flus
 /* Whether a refused write cut the buffer's edit short (its save puts
  * back the store's version: fetch it first, ops_save). */
 bool ofile_is_cut(struct ofile *f);
-/* A handle that may write opens / is released; the release says whether
- * it was the last one (then ofile_flush(..., OFILE_LAST)). */
+/* A handle that may write opens / is released (edit: the one it joined,
+ * OFILE_ANY for a handle that joined none, its open undone before); the
+ * release says whether it was the last live one (then ofile_flush(...,
+ * OFILE_LAST)): the last of the edit in progress, or the last of all.  A
+ * handle whose edit was given up is no writer's any more: one still open
+ * holds back no later writer's edit. */
 void ofile_writer_open(struct ofile *f);
-bool ofile_writer_release(struct ofile *f);
+bool ofile_writer_release(struct ofile *f, unsigned edit);
+/* Handles that may write and still can (ended ones left out); the caller
+ * holds f->lock. */
+unsigned ofile_live_writers_locked(const struct ofile *f);
 /* Sets the buffered modification time (touch on an open file). */
 void ofile_set_mtime(struct ofile *f, int64_t mtime_ns);
 
@@ -179,7 +192,7 @@ int ofile_take_over(struct ofile *f, struct cache *c, bool *dropped);
 /* True when row has an entry (takes only the table lock, so it may be
  * called with the cache lock held). */
 bool ofile_is_open(uint64_t row);
-/* True when a handle that may write holds row open (ofile_writer_open).
+/* True when a live handle that may write holds row open (see above).
  * Takes the entry's lock: never with the cache lock held. */
 bool ofile_has_writers(uint64_t row);
 /* The entry for row with one reference more, or NULL when the inode is

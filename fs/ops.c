@@ -489,7 +489,7 @@ void ops_set_fh(struct fuse_file_info *fi, struct ofile *f, struct ops_writer *w
         return;
     }
     w->f = f;
-    w->edit = ofile_edit(f);
+    w->edit = ofile_join(f);
     pthread_mutex_lock(&writers_lock);
     w->prev = NULL;
     w->next = writers;
@@ -522,7 +522,7 @@ void ops_fh_free(struct fuse_file_info *fi)
  * released meanwhile was not the last, and its close saved held. */
 static void writer_undo(struct fs_store *s, struct ofile *f, bool writing)
 {
-    if (writing && ofile_writer_release(f)) {
+    if (writing && ofile_writer_release(f, OFILE_ANY)) { /* joined no edit yet */
         int rc = ops_save(s, f, OFILE_ANY, OFILE_LAST, NULL);
         if (rc && rc != -EFBIG)
             log_error("failed to save a closed file to the cache", "memory_store_id", s->id,
@@ -611,7 +611,7 @@ static void open_undo(struct fuse_file_info *fi)
 {
     struct ofile *f = ops_ofile(fi);
     if (ops_fh_writer(fi))
-        ofile_writer_release(f);
+        ofile_writer_release(f, ops_fh_edit(fi));
     ops_fh_free(fi);
     ofile_put(f);
 }
@@ -668,7 +668,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct ofile *f = ops_ofile(fi);
     if (f) {
         bool writer = ops_fh_writer(fi);
-        bool last = writer && ofile_writer_release(f);
+        bool last = writer && ofile_writer_release(f, ops_fh_edit(fi));
         /* The last writer's release finishes whatever edit the buffer
          * holds: the one writers still open belonged to ended with them. */
         int rc = ops_save(s, f, last ? OFILE_ANY : ops_fh_edit(fi),

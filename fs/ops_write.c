@@ -310,7 +310,7 @@ static void answer_create(void *arg)
     ops_set_fh(a->fi, f, w); /* a create is a writer, whatever its access mode */
     a->fi->keep_cache = 1;
     if (fuse_reply_create(a->req, &e, a->fi) != 0) {
-        ofile_writer_release(f);
+        ofile_writer_release(f, ops_fh_edit(a->fi));
         ops_fh_free(a->fi);
         ofile_put(f); /* interrupted: no release will come */
     }

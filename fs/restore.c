@@ -96,7 +96,7 @@ static int replace_locked(struct daemon *d, struct fs_store *s, const struct ofi
         return rc;
     if (n.unlinked) {
         rc = -ENOENT; /* removed meanwhile */
-    } else if (f->writers > 0 || f->dirty) {
+    } else if (ofile_live_writers_locked(f) > 0 || f->dirty) {
         rc = -EBUSY; /* a descriptor may write to it now */
     } else if (!done->created && strcmp(n.sha, sha) == 0) {
         done->unchanged = true;

@@ -4,9 +4,13 @@
  * refused in the cache with the reason, are not retried at every sync,
  * are retried once they change, and do not hold back any other file. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "reconcile.h"
@@ -20,8 +24,16 @@ static void setup(void)
     sy_mount(false, "");
 }
 
+/* A test's holder of a file (mnt_hold_open's child), stopped by its pid. */
+static pid_t holder;
+
 static void teardown(void)
 {
+    if (holder > 0) {
+        kill(holder, SIGKILL);
+        waitpid(holder, NULL, 0);
+        holder = 0;
+    }
     sy_stop();
 }
 
@@ -366,4 +378,38 @@ Test(mount_sync_refused, another_process_emptying_a_cut_file_keeps_the_cut_edit)
     free(k);
     cr_expect_eq(sy_log_count("a write past the size limit was refused", NULL), 2, "%s",
                  sy_log_grep("size limit"));
+}
+
+/* A descriptor that only held the file open (an appender that has not
+ * written yet) when a cut edit was given up is ended with that edit, and
+ * counts as a writer no more: the edit of a writer after it is pushed
+ * once that writer closes it.  Before the fix the ended descriptor still
+ * counted, so that edit stayed held, pushed only by the unmount's final
+ * sync: `sync --wait` exited 3 ("changed locally, open for writing") and
+ * the store kept "before". */
+Test(mount_sync_refused, a_descriptor_ended_with_a_cut_edit_holds_back_no_later_edit)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
+    free(out);
+    sy_mount(false, "--sync-interval 3600");
+    cr_assert_eq(sy_run(&out, "echo before > kept.md && $MFS sync --wait . >/dev/null"), 0,
+                 "%s", out);
+    free(out);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/kept.md", mnt);
+    holder = mnt_hold_open((const char *const[]){path}, 1, O_WRONLY | O_APPEND, NULL);
+    int rc = sy_run(&out, "{ head -c 150000 /dev/zero > kept.md; } 2>&1; echo ok >> kept.md; "
+                          "echo; cat kept.md");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(out && strstr(out, "File too large") && strstr(out, "\nbefore\nok\n"),
+              "the cut or the append: %s", out);
+    free(out);
+    rc = sy_run(&out, "$MFS sync --wait . 2>&1");
+    cr_expect_eq(rc, 0, "sync --wait: %s", out);
+    free(out);
+    const char *const want[] = {"/seeded.md", "seed\n", "/kept.md", "before\nok\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
+    free(last);
 }

@@ -25,7 +25,8 @@
  * too).
  *
  * Edits: an edit given up while writers of it still hold the file (a cut
- * edit's close put the file back; a new writer took over a lost edit)
+ * edit's close put the file back; a new writer took over a lost or a cut
+ * edit)
  * moves f->edit on, and the handles of the old one (ops.h, struct
  * ops_writer) are refused every later write, truncate and fsync, and
  * save nothing at their close: what they wrote would land on the version
@@ -166,25 +167,27 @@ static int mark_first(struct ofile *f, struct cache *c)
     return cache_mark_dirty(c, f->row);
 }
 
-/* A handle of an edit given up since it opened (openfile.h, "Edits"). */
+/* A handle of an edit given up since it opened (openfile.h, "Edits"):
+ * the error of the give-up that ended its edit. */
 static int ended_locked(const struct ofile *f, unsigned edit)
 {
-    return edit != OFILE_ANY && edit != f->edit ? f->edit_err : 0;
+    return edit != OFILE_ANY && edit != f->edit ? f->ended_err[edit % OFILE_ENDED_ERRS] : 0;
 }
 
 /* The edit in progress is given up while writers of it may remain: their
- * handles get err from now on (the latest give-up's, when a handle has
- * outlived two). */
+ * handles get err from now on, whatever later give-ups tell the handles
+ * of later edits (one that outlived OFILE_ENDED_ERRS more gets a later
+ * one's error, an error still). */
 static void end_edit_locked(struct ofile *f, int err)
 {
     if (!f->writers)
         return; /* no handle of it is left to tell */
     f->ended += f->joined;
     f->joined = 0;
+    f->ended_err[f->edit % OFILE_ENDED_ERRS] = err;
     f->edit++;
     if (f->edit == OFILE_ANY)
         f->edit = 0;
-    f->edit_err = err;
 }
 
 unsigned ofile_join(struct ofile *f)
@@ -511,13 +514,14 @@ int ofile_flush(struct ofile *f, unsigned edit, struct cache *c, enum ofile_flus
         rc = keep_lost_locked(f, c, !live);
         gone = !rc && !f->loaded;
     } else if (f->cut && why != OFILE_PATH && (f->dirty || f->unsaved || f->held)) {
-        /* (A truncate by path is another process's: it saves held.) */
+        /* (A truncate by path is another process's: ops_take_over gave
+         * the cut edit up before it.) */
         rc = keep_cut_locked(f, c);
         gone = rc == -EFBIG;
         /* A writer's close or fsync gave the edit up: the handles of it
-         * still open are done with.  (At the last writer's release none
-         * is left: one opened since the release counted the last out
-         * belongs to an edit of its own.) */
+         * still open are done with.  (At the last live writer's release
+         * none of it is left: one opened since the release counted the
+         * last out belongs to an edit of its own.) */
         if (gone && (why == OFILE_CLOSE || why == OFILE_SYNC))
             end_edit_locked(f, -EFBIG);
     } else if (f->dirty || f->unsaved) {
@@ -676,7 +680,10 @@ size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, ofile_lost_fn
 void ofile_set_origin(struct ofile *f, const char *sha, bool local)
 {
     pthread_mutex_lock(&f->lock);
-    if (f->loaded && !f->sha[0] && sha) {
+    /* Loaded from sha already (kept by another handle): local all the same,
+     * or a cut rewrite went back to the store's version and the local edit
+     * it replaced was in no record. */
+    if (f->loaded && sha && (!f->sha[0] || strcmp(f->sha, sha) == 0)) {
         snprintf(f->sha, sizeof(f->sha), "%s", sha);
         f->origin_local = local;
     }

@@ -14,6 +14,9 @@
 struct cache;
 struct cache_then;
 
+/* The ended edits whose errors are kept apart (struct ofile ended_err). */
+#define OFILE_ENDED_ERRS 8
+
 struct ofile {
     uint64_t row;              /* cache inode; set at creation, then read-only */
     unsigned refs;             /* guarded by the table lock */
@@ -49,8 +52,9 @@ struct ofile {
     unsigned edit;             /* the edit writers open now join (ofile_join):
                                 * moves on when one is given up while
                                 * writers of it remain (a cut edit, a lost
-                                * edit a new writer took over) */
-    int edit_err;              /* what a handle of an earlier edit is told */
+                                * or cut edit a new writer took over) */
+    int ended_err[OFILE_ENDED_ERRS]; /* what a handle of an earlier edit is
+                                * told, by edit number (the give-up's) */
     char *buf;                 /* len bytes, capacity cap */
     size_t len, cap;
     char sha[SHA256_HEX_LEN + 1]; /* cache content buf was loaded from / flushed as */
@@ -87,10 +91,11 @@ void ofile_install_locked(struct ofile *f, char *buf, size_t len, const char *sh
 /* Edits.  A writable handle belongs to the edit in progress when its open
  * ended (ofile_join).  An edit given up while writers of it still hold
  * the file (a cut edit's close put the file back; a new writer took over
- * an edit that lost to the store) ends theirs: their later writes,
- * truncates and fsyncs are refused (the cut edit's EFBIG, EIO for a lost
- * one), since what they wrote would land on the version the file went
- * back to, and be saved and pushed as a mix nobody wrote.  Handles opened
+ * an edit that lost to the store or was cut) ends theirs: their later
+ * writes, truncates and fsyncs are refused (the cut edit's EFBIG, EIO for
+ * a lost one: each handle its own edit's), since what they wrote would
+ * land on the version the file went back to, and be saved and pushed as a
+ * mix nobody wrote; and they count as writers no more.  Handles opened
  * since write as usual; so does every writer once the last writer of the
  * file is gone.  OFILE_ANY: a change that is no handle's (by path, the
  * kernel's page writeback, the last writer's release). */
@@ -125,7 +130,7 @@ enum ofile_flush_why {
                   * the writer may still be open, so the content is held */
     OFILE_SYNC,  /* fsync: the writer finished */
     OFILE_PATH,  /* a change made by path (truncate FILE): finished, unless
-                  * writers hold the file open: the buffer is their
+                  * live writers hold the file open: the buffer is their
                   * unfinished work too, so it is held */
     OFILE_LAST,  /* the last writable handle was released */
     OFILE_READER, /* a read-only handle was released: what writers still open
@@ -186,7 +191,8 @@ void ofile_lost(uint64_t row, const char *sha);
  * the cache lacks it: ops_take_over), its handles refused with EFBIG from
  * then on.  *dropped: a buffer went (the kernel's pages of it must not be
  * kept by this open).  0, or the negative errno of a record or revert
- * that failed (the open fails, nothing lost). */
+ * that failed (the open fails, nothing lost).  The give-up stands when the
+ * open fails later (its record is written). */
 int ofile_take_over(struct ofile *f, struct cache *c, bool *dropped);
 
 /* True when row has an entry (takes only the table lock, so it may be
@@ -205,11 +211,13 @@ struct ofile *ofile_find(uint64_t row);
 void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns,
                        int64_t *ctime_ns);
 
-/* A buffer truncated before it was ever loaded (open with O_TRUNC) learns
- * which cache content it replaces, so that its flush can tell whether a
- * sync changed the file meanwhile (cache_set_content_if); local: that
- * content is a local edit the store lacks (its baseline differs), which a
- * cut edit goes back to (the first held save keeps its bytes). */
+/* An open with O_TRUNC tells the buffer which cache content (sha) it
+ * replaces: one truncated before it was ever loaded learns it, so that its
+ * flush can tell whether a sync changed the file meanwhile
+ * (cache_set_content_if); local: that content is a local edit the store
+ * lacks (its baseline differs), which a cut edit goes back to (the first
+ * held save keeps its bytes).  A buffer already loaded from sha (another
+ * handle, a reader included, kept it) learns local alone. */
 void ofile_set_origin(struct ofile *f, const char *sha, bool local);
 
 /* Which open files a final sync is about: true for a row of a store

@@ -272,6 +272,40 @@ Test(mount_sync_conflict, a_writer_that_lost_cannot_write_into_the_new_writer_s_
     free(id);
 }
 
+/* A handle a lost edit's take-over ended keeps that give-up's error when
+ * a later edit is given up in turn (a write past the size limit cut the
+ * new writer's rewrite): its writes and fsyncs still fail with EIO, as
+ * documented for a lost writer.  Before the fix one error per file was
+ * kept, the latest: they failed with EFBIG ("File too large").  The cut
+ * rewrite puts back the new writer's edit, unpushed yet. */
+Test(mount_sync_conflict, a_handle_ended_by_a_take_over_keeps_its_error_after_a_later_cut)
+{
+    char *id = NULL;
+    int fd = lose_a_saved_edit("the store's version", &id);
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "echo fixed > c.md"), 0, "%s", out);
+    free(out);
+    errno = 0;
+    cr_expect_eq(pwrite(fd, "XX", 2, 0), -1, "the lost writer's write went in");
+    cr_expect_eq(errno, EIO, "before the cut: %s", strerror(errno));
+    int rc = sy_run(&out, "{ head -c 150000 /dev/zero > c.md; } 2>&1; echo; cat c.md");
+    cr_expect(rc == 0 && out && strstr(out, "File too large") && strstr(out, "\nfixed\n"),
+              "the cut: %s", out);
+    free(out);
+    errno = 0;
+    cr_expect_eq(pwrite(fd, "XX", 2, 0), -1, "the lost writer's write went in");
+    cr_expect_eq(errno, EIO, "after the cut: %s", strerror(errno));
+    errno = 0;
+    cr_expect_eq(fsync(fd), -1, "the lost writer's fsync saved");
+    cr_expect_eq(errno, EIO, "after the cut: %s", strerror(errno));
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync();
+    char *c = sy_content("/c.md");
+    cr_expect_str_eq(c ? c : "(none)", "fixed\n", "the store does not hold the new writer's edit");
+    free(c);
+    free(id);
+}
+
 /* `truncate FILE` after an edit lost to the store is a new writer's
  * change too: it cuts the store's version and is pushed.  Before the fix
  * the truncated lost edit went into a record, `truncate` exited 0, and

@@ -413,3 +413,37 @@ Test(mount_sync_refused, a_descriptor_ended_with_a_cut_edit_holds_back_no_later_
     cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
     free(last);
 }
+
+/* A rewrite cut at the size limit puts back the unpushed edit before it
+ * also while a reader holds the file open (`less`, `tail -f`, an agent's
+ * open descriptor): the open file's buffer, kept by the reader, still
+ * holds that edit, and the rewrite's O_TRUNC open did not note that the
+ * content it replaced was a local edit the store lacks, so the cut went
+ * back to the store's version (the seed, empty for a new file) and the
+ * edit was in no record.  Before the fix: "seed" and "" instead of
+ * "mine" and "important". */
+Test(mount_sync_refused, a_cut_rewrite_keeps_the_unpushed_edit_before_it_while_a_reader_holds_it)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
+    free(out);
+    sy_mount(false, "--sync-interval 3600");
+    cr_assert_eq(sy_run(NULL, "echo important > fresh.md && echo mine > seeded.md"), 0);
+    char fresh[PATH_MAX], seeded[PATH_MAX];
+    snprintf(fresh, sizeof(fresh), "%s/fresh.md", mnt);
+    snprintf(seeded, sizeof(seeded), "%s/seeded.md", mnt);
+    holder = mnt_hold_open((const char *const[]){fresh, seeded}, 2, O_RDONLY, NULL);
+    int rc = sy_run(&out, "{ head -c 150000 /dev/zero > fresh.md; "
+                          "head -c 150000 /dev/zero > seeded.md; } 2>&1; echo; "
+                          "cat fresh.md seeded.md");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(out && strstr(out, "File too large"), "no EFBIG: %s", out);
+    cr_expect(out && strstr(out, "\nimportant\nmine\n"), "the earlier edits are gone: %s", out);
+    free(out);
+    cr_assert_eq(sy_run(&out, "$MFS sync --wait ."), 0, "%s", out);
+    free(out);
+    const char *const want[] = {"/seeded.md", "mine\n", "/fresh.md", "important\n", NULL};
+    char *last = NULL;
+    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
+    free(last);
+}

@@ -462,6 +462,7 @@ static void drop_locked(struct ofile *f)
     f->mtime_ns = f->ctime_ns = 0;
     f->loaded = false;
     f->wrote = false;
+    f->new_row = false;
 }
 
 /* A save of a lost edit (f->lost): the writers' version is not the store's
@@ -687,6 +688,15 @@ void ofile_set_origin(struct ofile *f, const char *sha, bool local)
         snprintf(f->sha, sizeof(f->sha), "%s", sha);
         f->origin_local = local;
     }
+    pthread_mutex_unlock(&f->lock);
+}
+
+void ofile_adopt_new(struct ofile *f)
+{
+    pthread_mutex_lock(&f->lock);
+    if (f->new_row && f->loaded && !f->dirty && !f->lost)
+        f->unsaved = true;
+    f->new_row = false;
     pthread_mutex_unlock(&f->lock);
 }
 

@@ -26,6 +26,10 @@ struct ofile {
     bool dirty;                /* buf differs from what the cache holds */
     bool unsaved;              /* a file this open created: saved by the first
                                 * flush even with nothing written (touch) */
+    bool new_row;              /* loaded from a file an open made that no
+                                * writer saved (CACHE_NEW), its creator's
+                                * open gone (a daemon that died, an open
+                                * undone): ofile_adopt_new */
     bool held;                 /* the cache has content saved while a writer
                                 * still held the file (CACHE_HELD) */
     bool kept;                 /* the unsaved edit was kept as a record at an
@@ -166,6 +170,11 @@ bool ofile_writer_release(struct ofile *f, unsigned edit);
 unsigned ofile_live_writers_locked(const struct ofile *f);
 /* Sets the buffered modification time (touch on an open file). */
 void ofile_set_mtime(struct ofile *f, int64_t mtime_ns);
+/* A writer opens a file loaded as new_row (see above): its close or fsync
+ * saves it, written or not, as the creator's would have (a `touch` of a
+ * new file left empty by a daemon killed before its first close; until
+ * 6 December 2026 only a write did, and such a file stayed unpushed). */
+void ofile_adopt_new(struct ofile *f);
 
 /* The cache's content of row changed under its open file (a remote
  * update): a buffer with no edit of its own is dropped, so the next read,

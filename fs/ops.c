@@ -447,8 +447,10 @@ int ops_load(struct fs_store *s, struct ofile *f)
                 rc = (buf = strdup("")) ? 0 : -ENOMEM;
             else
                 rc = cache_blob_get(s->cache, n.sha, &buf, &len);
-            if (!rc)
+            if (!rc) {
                 ofile_install_locked(f, buf, len, n.sha);
+                f->new_row = n.unsaved == CACHE_NEW;
+            }
         }
         ofile_unlock(f);
         if (rc == -ENOENT && attempt < 4 && n.memory_id[0]) {
@@ -577,6 +579,8 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
         rc = ops_load(s, f);
         if (!rc)
             warm_add(f->row);
+        if (!rc && writing)
+            ofile_adopt_new(f);
     }
     if (rc) {
         /* The kernel's pages of a lost edit this open dropped go all the

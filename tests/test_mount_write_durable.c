@@ -255,6 +255,22 @@ Test(mount_write_durable, kill_9_right_after_a_directory_fsync_keeps_its_new_ent
         snprintf(path, sizeof(path), "%s/sub/open%d.md", mnt, i);
         cr_expect_eq(access(path, F_OK), 0, "%s, fsynced in its directory, is gone", path);
     }
+    /* No writer of the dead session can close them now: a writer's open
+     * and close (touch) saves one, written or not, as its creator's close
+     * would have, for the sync to push (this suite's server refuses it);
+     * the others stay new files never closed.  Before the fix only a write
+     * saved such a file: open0.md stayed "new file no writer ever closed"
+     * (unsaved 1), never pushed. */
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "cd '%s/sub' && touch open0.md && $MFS sync --wait . 2>&1", mnt);
+    cr_expect_eq(rc, 3, "sync --wait: %s", out);
+    cr_expect(out && strstr(out, "/sub/open0.md (new file)\n") &&
+                  strstr(out, "/sub/open1.md (new file no writer ever closed)\n"),
+              "%s", out);
+    free(out);
+    char *st = mnt_q(&E, "SELECT unsaved FROM nodes WHERE path = '/sub/open0.md' AND unlinked = 0");
+    cr_expect_str_eq(st, "0", "open0.md is not saved (unsaved %s)", st);
+    free(st);
 }
 
 Test(mount_write_durable, concurrent_writers_and_readers)

@@ -542,6 +542,7 @@ int ofile_flush(struct ofile *f, unsigned edit, struct cache *c, enum ofile_flus
             f->dirty = false;
             f->kept = false;
             f->unsaved = false;
+            f->new_row = false;
             f->held = held;
             if (!held)
                 forget_prior_locked(f);

@@ -447,11 +447,13 @@ int ops_load(struct fs_store *s, struct ofile *f)
                 rc = (buf = strdup("")) ? 0 : -ENOMEM;
             else
                 rc = cache_blob_get(s->cache, n.sha, &buf, &len);
-            if (!rc) {
+            if (!rc)
                 ofile_install_locked(f, buf, len, n.sha);
-                f->new_row = n.unsaved == CACHE_NEW;
-            }
         }
+        /* At every load, installed or not: a save since (an O_TRUNC
+         * open's, which loads nothing) made the row saved. */
+        if (!rc && !n.is_dir)
+            f->new_row = n.unsaved == CACHE_NEW;
         ofile_unlock(f);
         if (rc == -ENOENT && attempt < 4 && n.memory_id[0]) {
             rc = ops_fetch(s, &n, attempt == 0, true, &deadline); /* not in the cache yet */
@@ -579,8 +581,6 @@ static int open_row(struct fs_store *s, uint64_t row, struct fuse_file_info *fi)
         rc = ops_load(s, f);
         if (!rc)
             warm_add(f->row);
-        if (!rc && writing)
-            ofile_adopt_new(f);
     }
     if (rc) {
         /* The kernel's pages of a lost edit this open dropped go all the
@@ -639,6 +639,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, -rc);
     else if (fuse_reply_open(req, fi) != 0)
         open_undo(fi); /* the open was interrupted: no release will come */
+    else if (ops_fh_writer(fi) && !(fi->flags & O_TRUNC))
+        ofile_adopt_new(ops_ofile(fi)); /* once answered: an open nobody got saves nothing */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

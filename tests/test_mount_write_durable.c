@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mnt.h"
@@ -271,6 +272,19 @@ Test(mount_write_durable, kill_9_right_after_a_directory_fsync_keeps_its_new_ent
     char *st = mnt_q(&E, "SELECT unsaved FROM nodes WHERE path = '/sub/open0.md' AND unlinked = 0");
     cr_expect_str_eq(st, "0", "open0.md is not saved (unsaved %s)", st);
     free(st);
+    /* One saved since by an O_TRUNC open is no new file any more, even for
+     * an open file a reader kept loaded from before: a write past the size
+     * limit that changed nothing then leaves it as it was (taken for a new
+     * file, the cut emptied it and pushed that). */
+    char one[700];
+    snprintf(one, sizeof(one), "%s/sub/open1.md", mnt);
+    pid_t reader = mnt_hold_open((const char *const[]){one}, 1, O_RDONLY, NULL);
+    rc = mnt_sh(&E, &out, "cd '%s/sub' && echo important > open1.md && "
+                          "{ head -c 150000 /dev/zero >> open1.md; } 2>&1; echo; cat open1.md", mnt);
+    kill(reader, SIGKILL);
+    waitpid(reader, NULL, 0);
+    cr_expect(out && strstr(out, "File too large") && strstr(out, "\nimportant\n"), "%s", out);
+    free(out);
 }
 
 Test(mount_write_durable, concurrent_writers_and_readers)

@@ -185,6 +185,17 @@ static int lose_a_saved_edit(const char *remote, char **id)
     return fd;
 }
 
+/* lose_a_saved_edit, then a new writer takes the file over (`echo fixed
+ * > c.md` beside the writer that lost, still open: its fd). */
+static int lost_and_taken_over(char **id)
+{
+    int fd = lose_a_saved_edit("the store's version", id);
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "echo fixed > c.md"), 0, "%s", out);
+    free(out);
+    return fd;
+}
+
 /* A writer whose saved edit lost to the store keeps the file open and
  * writes on: its later writes continue its own version, which is kept as
  * a conflict record whole, never laid over the store's version and
@@ -245,10 +256,8 @@ Test(mount_sync_conflict, a_new_writer_after_a_lost_edit_is_saved_as_any_other)
 Test(mount_sync_conflict, a_writer_that_lost_cannot_write_into_the_new_writer_s_version)
 {
     char *id = NULL;
-    int fd = lose_a_saved_edit("the store's version", &id);
+    int fd = lost_and_taken_over(&id);
     char *out = NULL;
-    cr_assert_eq(sy_run(&out, "echo fixed > c.md"), 0, "%s", out);
-    free(out);
     errno = 0;
     cr_expect_eq(pwrite(fd, "XX", 2, 0), -1, "the lost writer's write went in");
     cr_expect_eq(errno, EIO, "%s", strerror(errno));
@@ -281,10 +290,8 @@ Test(mount_sync_conflict, a_writer_that_lost_cannot_write_into_the_new_writer_s_
 Test(mount_sync_conflict, a_handle_ended_by_a_take_over_keeps_its_error_after_a_later_cut)
 {
     char *id = NULL;
-    int fd = lose_a_saved_edit("the store's version", &id);
+    int fd = lost_and_taken_over(&id);
     char *out = NULL;
-    cr_assert_eq(sy_run(&out, "echo fixed > c.md"), 0, "%s", out);
-    free(out);
     errno = 0;
     cr_expect_eq(pwrite(fd, "XX", 2, 0), -1, "the lost writer's write went in");
     cr_expect_eq(errno, EIO, "before the cut: %s", strerror(errno));

@@ -41,6 +41,15 @@ TestSuite(mount_sync_refused, .init = setup, .fini = teardown, .timeout = 120);
 
 #define CREATE_ROUTE "POST /v1/memory_stores/{id}/memories"
 
+/* The mount again, its syncs an hour apart: only `sync --wait` pushes. */
+static void remount_hourly(void)
+{
+    char *out = NULL;
+    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
+    free(out);
+    sy_mount(false, "--sync-interval 3600");
+}
+
 Test(mount_sync_refused, refused_files_stay_local_and_do_not_block_others)
 {
     sy_after_sync();
@@ -235,19 +244,20 @@ Test(mount_sync_refused, a_refused_edit_loses_to_a_remote_edit)
     free(id);
 }
 
-/* A write past the limit after `>` puts back what the file held before
- * that edit, an unpushed local edit too: a new file's first content, a
- * synced file's newer one.  The shell's `>` saves the emptied file at
- * once, which freed that content from the cache; before the fix the file
- * went back to the store's version (empty for the new file) and the
- * earlier edit was gone, in no record. */
-Test(mount_sync_refused, a_write_past_the_limit_keeps_the_unpushed_edit_before_it)
+/* The shared steps of the two tests below: an unpushed edit of a new file
+ * and of a synced one, each rewritten with `>` past the size limit, with
+ * a reader holding both open (reader) or not. */
+static void cut_rewrites_keep_the_unpushed_edits(bool reader)
 {
     char *out = NULL;
-    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
-    free(out);
-    sy_mount(false, "--sync-interval 3600");
+    remount_hourly();
     cr_assert_eq(sy_run(NULL, "echo important > fresh.md && echo mine > seeded.md"), 0);
+    if (reader) {
+        char fresh[PATH_MAX], seeded[PATH_MAX];
+        snprintf(fresh, sizeof(fresh), "%s/fresh.md", mnt);
+        snprintf(seeded, sizeof(seeded), "%s/seeded.md", mnt);
+        holder = mnt_hold_open((const char *const[]){fresh, seeded}, 2, O_RDONLY, NULL);
+    }
     int rc = sy_run(&out, "{ head -c 150000 /dev/zero | tr '\\0' a > fresh.md; "
                           "head -c 150000 /dev/zero | tr '\\0' a > seeded.md; } 2>&1; echo; "
                           "cat fresh.md seeded.md");
@@ -261,6 +271,17 @@ Test(mount_sync_refused, a_write_past_the_limit_keeps_the_unpushed_edit_before_i
     char *last = NULL;
     cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
     free(last);
+}
+
+/* A write past the limit after `>` puts back what the file held before
+ * that edit, an unpushed local edit too: a new file's first content, a
+ * synced file's newer one.  The shell's `>` saves the emptied file at
+ * once, which freed that content from the cache; before the fix the file
+ * went back to the store's version (empty for the new file) and the
+ * earlier edit was gone, in no record. */
+Test(mount_sync_refused, a_write_past_the_limit_keeps_the_unpushed_edit_before_it)
+{
+    cut_rewrites_keep_the_unpushed_edits(false);
 }
 
 /* A descriptor whose edit a write past the limit cut short, and whose
@@ -323,9 +344,7 @@ Test(mount_sync_refused, a_descriptor_whose_cut_edit_went_back_writes_no_more)
 Test(mount_sync_refused, another_process_emptying_a_cut_file_keeps_the_cut_edit)
 {
     char *out = NULL;
-    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
-    free(out);
-    sy_mount(false, "--sync-interval 3600");
+    remount_hourly();
     cr_assert_eq(sy_run(&out, "for f in kept.md cut.md; do echo 'the text before the edit' > $f; "
                               "done && $MFS sync --wait . >/dev/null"), 0, "%s", out);
     free(out);
@@ -390,9 +409,7 @@ Test(mount_sync_refused, another_process_emptying_a_cut_file_keeps_the_cut_edit)
 Test(mount_sync_refused, a_descriptor_ended_with_a_cut_edit_holds_back_no_later_edit)
 {
     char *out = NULL;
-    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
-    free(out);
-    sy_mount(false, "--sync-interval 3600");
+    remount_hourly();
     cr_assert_eq(sy_run(&out, "echo before > kept.md && $MFS sync --wait . >/dev/null"), 0,
                  "%s", out);
     free(out);
@@ -424,26 +441,5 @@ Test(mount_sync_refused, a_descriptor_ended_with_a_cut_edit_holds_back_no_later_
  * "mine" and "important". */
 Test(mount_sync_refused, a_cut_rewrite_keeps_the_unpushed_edit_before_it_while_a_reader_holds_it)
 {
-    char *out = NULL;
-    cr_assert_eq(mnt_sh(&E, &out, "$MFS unmount '%s'", mnt), 0, "%s", out);
-    free(out);
-    sy_mount(false, "--sync-interval 3600");
-    cr_assert_eq(sy_run(NULL, "echo important > fresh.md && echo mine > seeded.md"), 0);
-    char fresh[PATH_MAX], seeded[PATH_MAX];
-    snprintf(fresh, sizeof(fresh), "%s/fresh.md", mnt);
-    snprintf(seeded, sizeof(seeded), "%s/seeded.md", mnt);
-    holder = mnt_hold_open((const char *const[]){fresh, seeded}, 2, O_RDONLY, NULL);
-    int rc = sy_run(&out, "{ head -c 150000 /dev/zero > fresh.md; "
-                          "head -c 150000 /dev/zero > seeded.md; } 2>&1; echo; "
-                          "cat fresh.md seeded.md");
-    cr_expect_eq(rc, 0, "%s", out);
-    cr_expect(out && strstr(out, "File too large"), "no EFBIG: %s", out);
-    cr_expect(out && strstr(out, "\nimportant\nmine\n"), "the earlier edits are gone: %s", out);
-    free(out);
-    cr_assert_eq(sy_run(&out, "$MFS sync --wait ."), 0, "%s", out);
-    free(out);
-    const char *const want[] = {"/seeded.md", "mine\n", "/fresh.md", "important\n", NULL};
-    char *last = NULL;
-    cr_expect(sy_wait_server(want, WITHIN, &last), "the store holds %s", last);
-    free(last);
+    cut_rewrites_keep_the_unpushed_edits(true);
 }

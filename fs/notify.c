@@ -9,8 +9,9 @@
  * deadlock.  One exception, an inode's pages and attributes only
  * (fs_notify_reverted): a FLUSH, FSYNC or RELEASE whose cut edit was not
  * saved, an OPEN that ends an edit lost to the store or cut at the size
- * limit (before its answer), a SETATTR by path that does (after its answer: a truncate holds the
- * inode's writes off until then, and an invalidation may wait for one),
+ * limit (before its answer), a SETATTR by path that does (after its
+ * answer: a truncate holds the inode's writes off until then, and an
+ * invalidation may wait for one),
  * and a WRITE with O_APPEND the kernel placed at a stale size (after its
  * answer: the write holds its pages locked until then); the kernel holds
  * no lock there that an inode's invalidation takes (pages and

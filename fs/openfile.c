@@ -12,7 +12,7 @@
  * of the last writable handle (a flush, the close of one descriptor, may
  * leave others of the same writer open: its content is held, pushed only
  * by the final sync).  At the unmount of its store, an edit no flush saved
- * is kept as a record (ofile_keep_unsaved_all), not as the file's content,
+ * is kept as a record (ofile_keep_unsaved_all, openfile_all.c), not as the file's content,
  * and the buffer stays (what its writer closes later is saved whole).  A clean buffer whose
  * cache content changed (a remote update) is dropped when the sync tells
  * the kernel (ofile_forget_clean), before the kernel drops its pages, and
@@ -326,10 +326,12 @@ bool ofile_writer_release(struct ofile *f, unsigned edit)
 {
     pthread_mutex_lock(&f->lock);
     bool live = true;
-    if (edit == f->edit && f->joined)
+    if (edit == f->edit && f->joined) {
         f->joined--;
-    else if (edit != OFILE_ANY && f->ended)
-        live = false, f->ended--;
+    } else if (edit != OFILE_ANY && f->ended) {
+        f->ended--;
+        live = false;
+    }
     if (f->writers)
         f->writers--;
     bool last = f->writers == 0 || (live && ofile_live_writers_locked(f) == 0);
@@ -586,9 +588,8 @@ int ofile_flush(struct ofile *f, unsigned edit, struct cache *c, enum ofile_flus
     return rc;
 }
 
-/* Every entry of the table, each with one reference more (the caller
- * ofile_puts them); *n of them in a malloc'd array. */
-static struct ofile **take_all(size_t *n)
+/* The contract: openfile.h. */
+struct ofile **ofile_take_all(size_t *n)
 {
     struct ofile **v = NULL;
     size_t cap = 0;
@@ -610,73 +611,6 @@ static struct ofile **take_all(size_t *n)
         }
     pthread_mutex_unlock(&table_lock);
     return v;
-}
-
-/* An edit no flush saved, in one of mine's files, not kept yet. */
-static bool unsaved_locked(struct ofile *f, ofile_mine_fn mine, void *arg)
-{
-    return f->loaded && f->dirty && !f->kept && mine(arg, f->row);
-}
-
-size_t ofile_unsaved_count(ofile_mine_fn mine, void *arg)
-{
-    size_t n = 0, k = 0;
-    struct ofile **v = take_all(&n);
-    for (size_t i = 0; i < n; i++) {
-        pthread_mutex_lock(&v[i]->lock);
-        k += unsaved_locked(v[i], mine, arg);
-        pthread_mutex_unlock(&v[i]->lock);
-        ofile_put(v[i]);
-    }
-    free(v);
-    return k;
-}
-
-size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t max)
-{
-    size_t n = 0, k = 0;
-    struct ofile **v = take_all(&n);
-    *rows = max && n ? malloc((n < max ? n : max) * sizeof(**rows)) : NULL;
-    for (size_t i = 0; i < n; i++) {
-        struct ofile *f = v[i];
-        pthread_mutex_lock(&f->lock);
-        if (ofile_live_writers_locked(f) && !f->lost && !f->cut && unsaved_locked(f, mine, arg)) {
-            if (*rows && k < max)
-                (*rows)[k] = f->row;
-            k++;
-        }
-        pthread_mutex_unlock(&f->lock);
-        ofile_put(f);
-    }
-    free(v);
-    return k;
-}
-
-size_t ofile_keep_unsaved_all(struct cache *c, ofile_mine_fn mine, ofile_lost_fn lost,
-                              void *arg)
-{
-    /* An entry's lock comes before the cache's, never after the table's:
-     * references are taken under the table lock, the work done without it. */
-    size_t n = 0, kept = 0;
-    struct ofile **v = take_all(&n);
-    for (size_t i = 0; i < n; i++) {
-        struct ofile *f = v[i];
-        pthread_mutex_lock(&f->lock);
-        if (unsaved_locked(f, mine, arg)) {
-            int rc = cache_keep_unsaved(c, f->row, f->buf ? f->buf : "", f->len,
-                                        CACHE_CONFLICT_UNSAVED);
-            if (rc == 0) {
-                kept++;
-                f->kept = true;
-            } else {
-                lost(arg, f->row, rc);
-            }
-        }
-        pthread_mutex_unlock(&f->lock);
-        ofile_put(f);
-    }
-    free(v);
-    return kept;
 }
 
 void ofile_set_origin(struct ofile *f, const char *sha, bool local)

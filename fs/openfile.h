@@ -52,7 +52,7 @@ struct ofile {
                                 * (ofile_join) */
     unsigned ended;            /* those in an edit given up since: they
                                 * write nothing more, and count as writers
-                                * no more (ofile_live_writers) */
+                                * no more (ofile_live_writers_locked) */
     unsigned edit;             /* the edit writers open now join (ofile_join):
                                 * moves on when one is given up while
                                 * writers of it remain (a cut edit, a lost
@@ -228,6 +228,12 @@ void ofile_attr_locked(const struct ofile *f, uint64_t *size, int64_t *mtime_ns,
  * held save keeps its bytes).  A buffer already loaded from sha (another
  * handle, a reader included, kept it) learns local alone. */
 void ofile_set_origin(struct ofile *f, const char *sha, bool local);
+
+/* Every entry of the table, each with one reference more (the caller
+ * ofile_puts each); *n of them in a malloc'd array (NULL when none, or
+ * fewer than there are when memory runs out).  For the walks of
+ * openfile_all.c. */
+struct ofile **ofile_take_all(size_t *n);
 
 /* Which open files a final sync is about: true for a row of a store
  * being unmounted (called with the entry's lock held, so it may use the

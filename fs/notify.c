@@ -1,7 +1,8 @@
 /* notify.c - the one place that calls fuse_lowlevel_notify_*: the sync
  * engine reports what a remote change did to the cache, and this file
  * tells the kernel to drop exactly those cached names, attributes and
- * pages; so does the cache for the closes a failed commit left to its
+ * pages (and, before a sync decides, to write the dirty pages of the
+ * files writers hold open that the store changed: settle_pages); so does the cache for the closes a failed commit left to its
  * journal, once they are back in the database (fs_notify_replayed, from
  * its saver thread).  Called from those threads, never from inside a FUSE
  * request and never with a cache lock held, so the kernel's notification (which
@@ -113,6 +114,32 @@ static void lost(void *arg, uint64_t row, const char *sha)
     ofile_lost(row, sha);
 }
 
+/* Whether row is a file of s (called with an open file's lock held: the
+ * cache's comes after it). */
+static bool of_store(void *arg, uint64_t row)
+{
+    const struct fs_store *s = arg;
+    char id[CACHE_ID_MAX];
+    return cache_store_of(s->cache, row, id) == 0 && strcmp(id, s->id) == 0;
+}
+
+static size_t writing(void *arg, uint64_t **rows)
+{
+    return ofile_writing_rows(of_store, arg, rows);
+}
+
+/* The kernel drops the inode's pages, writing the dirty ones first (a
+ * WRITE each, into the open file as it is: its buffer is not forgotten
+ * here, unlike inval_inode's), and its attributes. */
+static void settle_pages(void *arg, uint64_t row)
+{
+    struct fs_store *s = arg;
+    if (!enter(s))
+        return;
+    report(s, "settle_pages", fuse_lowlevel_notify_inval_inode(s->se, fs_to_kernel(s, row), 0, 0));
+    leave(s);
+}
+
 void fs_notify_replayed(void *arg, const uint64_t *rows, size_t n)
 {
     const struct daemon *d = arg;
@@ -144,4 +171,6 @@ void fs_notify_init(struct fs_store *s, struct sync_notify *n)
     n->entry_new = entry_new;
     n->entry_gone = entry_gone;
     n->lost = lost;
+    n->writing = writing;
+    n->settle_pages = settle_pages;
 }

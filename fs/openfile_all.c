@@ -1,7 +1,9 @@
 /* openfile_all.c - the open-file table walked whole, for the stores being
- * unmounted or synced by hand (finalsync.c, daemon_io.c): the edits no
- * flush saved yet, counted (the unmount's grace), listed (`sync --wait`)
- * or kept as records (the unmount), each open file under its own lock.
+ * unmounted, synced by hand or synced (finalsync.c, daemon_io.c,
+ * notify.c): the edits no flush saved yet, counted (the unmount's grace),
+ * listed (`sync --wait`) or kept as records (the unmount), and the files
+ * writers hold open (a sync's mapped pages), each open file under its own
+ * lock.
  *
  * Invariants: an entry's lock comes before the cache's, never after the
  * table's: ofile_take_all takes references under the table lock, and the
@@ -50,6 +52,27 @@ size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t
         ofile_put(f);
     }
     free(v);
+    return k;
+}
+
+size_t ofile_writing_rows(ofile_mine_fn mine, void *arg, uint64_t **rows)
+{
+    size_t n = 0, k = 0;
+    struct ofile **v = ofile_take_all(&n);
+    *rows = n ? malloc(n * sizeof(**rows)) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        struct ofile *f = v[i];
+        pthread_mutex_lock(&f->lock);
+        if (*rows && ofile_live_writers_locked(f) && mine(arg, f->row))
+            (*rows)[k++] = f->row;
+        pthread_mutex_unlock(&f->lock);
+        ofile_put(f);
+    }
+    free(v);
+    if (!k) {
+        free(*rows);
+        *rows = NULL;
+    }
     return k;
 }
 

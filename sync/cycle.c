@@ -356,6 +356,43 @@ static int count_left(struct syncer *s, const struct sstore *st, struct syncer_r
     return 0;
 }
 
+/* Whether the view read now changes row's memory: another content than
+ * the node's baseline, or no memory at all (deleted remotely). */
+static bool remote_changes(struct cycle *cy, uint64_t row)
+{
+    struct cnode n = {0};
+    bool changes = false;
+    if (cache_getattr(cy->s->c, row, &n) == 0 && !n.is_dir && !n.unlinked && n.memory_id[0]) {
+        const struct cache_remote *r = remote_find_id(&cy->r, n.memory_id);
+        changes = !r || strcmp(r->sha ? r->sha : "", n.base_sha) != 0;
+    }
+    cnode_clear(&n);
+    return changes;
+}
+
+/* Before the decisions read the cache (load_local): the pages a shared
+ * writable mapping dirtied reach the daemon only when the kernel writes
+ * them back, up to half a minute later.  Brought by the store's version
+ * instead, they were laid over it (the file's buffer had gone back to the
+ * store's content): a mix of the two versions, pushed as an edit on the
+ * store's.  Written now, for the files writers hold open whose memory the
+ * store changed, they are a local edit the decisions see: the store wins
+ * and the edit is kept as a conflict record, as any other.  (Pages a
+ * mapping dirties between this and the apply, milliseconds later, are
+ * still laid over the store's version.) */
+static void settle_mapped_pages(struct cycle *cy)
+{
+    const struct sync_notify *n = &cy->st->n;
+    if (!n->writing || !n->settle_pages)
+        return;
+    uint64_t *rows = NULL;
+    size_t k = n->writing(n->arg, &rows);
+    for (size_t i = 0; rows && i < k; i++)
+        if (remote_changes(cy, rows[i]))
+            n->settle_pages(n->arg, rows[i]);
+    free(rows);
+}
+
 /* A node sent back to its baseline may keep its hash (a remote rename of
  * content it had): the kernel's pages of it held the local bytes.  Each
  * is told once. */
@@ -409,6 +446,7 @@ int cycle_run(struct syncer *s, int idx, bool final, char *why, size_t whylen,
     }
     if ((rc = remote_index(&cy.r, rl, nr)))
         goto fail;
+    settle_mapped_pages(&cy);
 
     struct cache_store_stats cs;
     if ((rc = cache_store_stats(s->c, st->id, &cs)))

@@ -22,6 +22,14 @@ struct sync_notify {
     /* The store won over row's content sha, which is kept as a conflict
      * record (before the store's version is applied); may be NULL. */
     void (*lost)(void *arg, uint64_t row, const char *sha);
+    /* The files of the store that writers hold open: how many, their rows
+     * in *rows (malloc'd, NULL when none; the caller frees); may be NULL. */
+    size_t (*writing)(void *arg, uint64_t **rows);
+    /* Has the kernel write the pages of row it holds dirty (a shared
+     * writable mapping's, which no request has brought yet) into the
+     * open file, before the sync decides about row: an edit they carry
+     * is then a local edit as any other; may be NULL. */
+    void (*settle_pages)(void *arg, uint64_t row);
 };
 
 enum syncer_deletions { SYNCER_DEL_ENABLED = 0, SYNCER_DEL_LOG_ONLY, SYNCER_DEL_DISABLED };

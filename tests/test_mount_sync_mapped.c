@@ -1,0 +1,150 @@
+/* test_mount_sync_mapped.c - a shared writable mapping's pages against
+ * the store's changes: a page a mapping dirtied reaches the daemon only
+ * when the kernel writes it back, and a sync that brings the store's
+ * version first has the kernel write those pages before it decides
+ * (sync/cycle.c settle_mapped_pages): the store wins over them as over any
+ * unsaved edit, the mapping's edit is kept as a conflict record, and no
+ * mix of the two versions is ever pushed. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "test_mount_sync.h"
+
+#define PAGE 4096
+#define LEN (2 * PAGE)
+
+/* Two pages: a's, then b's ending with a newline. */
+static char two_pages[LEN + 1];
+
+static const char *const seed[] = {
+    "/mapped.md", two_pages,
+    "/other.md", "untouched\n",
+    NULL,
+};
+
+static void setup(void)
+{
+    memset(two_pages, 'a', PAGE);
+    memset(two_pages + PAGE, 'b', PAGE - 1);
+    two_pages[LEN - 1] = '\n';
+    two_pages[LEN] = '\0';
+    sy_start(seed);
+    sy_mount(false, "");
+}
+
+static void teardown(void)
+{
+    sy_stop();
+}
+
+TestSuite(mount_sync_mapped, .init = setup, .fini = teardown, .timeout = 120);
+
+/* mapped.md mapped shared and writable, "LOCAL" written over its first
+ * page's start through the mapping (no msync: the page stays dirty in the
+ * kernel); *fd the descriptor, the mapping returned. */
+static char *map_and_dirty(int *fd)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/mapped.md", mnt);
+    *fd = open(path, O_RDWR);
+    cr_assert_geq(*fd, 0);
+    char *p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+    cr_assert_neq(p, MAP_FAILED);
+    cr_assert_eq(memcmp(p, two_pages, LEN), 0, "the mapping does not show the file");
+    memcpy(p, "LOCAL", 5);
+    return p;
+}
+
+/* What the mapping's edit made of the file: LOCAL over the a's. */
+static char *mapped_edit(void)
+{
+    char *want = strdup(two_pages);
+    cr_assert_not_null(want);
+    memcpy(want, "LOCAL", 5);
+    return want;
+}
+
+/* The conflict records of path, oldest first, "|"-separated (malloc'd). */
+static char *records_at(const char *path)
+{
+    return mnt_q(&E, "SELECT group_concat(t, '|') FROM (SELECT CAST(b.data AS TEXT) AS t"
+                     " FROM conflicts k JOIN blobs b ON b.sha = k.local_sha"
+                     " WHERE k.path = '%s' ORDER BY k.id)", path);
+}
+
+/* Before: the page went over the store's version once the sync had put it
+ * in the file (LOCAL and the a's of the old first page, then the store's
+ * second page), and that mix was pushed as an edit on the store's
+ * version, with no conflict. */
+Test(mount_sync_mapped, a_page_dirtied_before_a_remote_change_is_kept_not_mixed_in)
+{
+    char *id = sy_id("/mapped.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    int fd;
+    char *p = map_and_dirty(&fd);
+
+    /* The store's version: R's, one byte short of two pages, and a newline. */
+    static char remote[LEN + 1], body[LEN + 64];
+    memset(remote, 'R', LEN - 1);
+    remote[LEN - 1] = '\n';
+    snprintf(body, sizeof(body), "{\"content\":\"%.*s\\n\"}", LEN - 1, remote);
+    cr_assert_eq(sy_remote_update(id, body), 200);
+    sy_after_sync(); /* the store's version comes while the page is dirty */
+    cr_assert_eq(munmap(p, LEN), 0);
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync(); /* and a later sync pushes nothing over it */
+
+    char *c = sy_content("/mapped.md");
+    cr_expect(c && strcmp(c, remote) == 0, "the store holds %.12s...%s, not its own version",
+              c ? c : "(none)", c && strlen(c) > 12 ? c + strlen(c) - 12 : "");
+    free(c);
+    cr_expect_eq(sy_count_versions(id, "modified"), 1, "the mapping's edit reached the store");
+    char *want = mapped_edit();
+    char *kept = records_at("/mapped.md");
+    cr_expect(kept && strcmp(kept, want) == 0, "the mapping's edit is not kept whole: %.40s",
+              kept ? kept : "(no record)");
+    free(kept);
+    free(want);
+    char *out = NULL;
+    sy_run(&out, "cat mapped.md");
+    cr_expect(out && strcmp(out, remote) == 0, "the mount shows %.12s..., not the store's version",
+              out ? out : "");
+    free(out);
+    free(id);
+}
+
+/* The same against the memory's deletion in the store: the file goes,
+ * and the mapping's edit is kept as a conflict record, as an unsaved edit
+ * of a descriptor is (test_mount_sync_conflict.c), whether its page comes
+ * before the sync decides (now) or after the file is gone (before). */
+Test(mount_sync_mapped, a_page_dirtied_before_a_remote_deletion_is_kept)
+{
+    char *id = sy_id("/mapped.md");
+    cr_assert_not_null(id);
+    sy_after_sync();
+    int fd;
+    char *p = map_and_dirty(&fd);
+    cr_assert_eq(sy_remote_delete(id), 200);
+    sy_after_sync();
+    cr_assert_eq(munmap(p, LEN), 0);
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync();
+
+    char *want = mapped_edit();
+    char *kept = records_at("/mapped.md");
+    cr_expect(kept && strcmp(kept, want) == 0, "the mapping's edit is not kept whole: %.40s",
+              kept ? kept : "(no record)");
+    free(kept);
+    free(want);
+    char *c = sy_content("/mapped.md");
+    cr_expect_null(c, "the deleted memory came back: %.12s", c ? c : "");
+    free(c);
+    cr_expect_neq(sy_run(NULL, "test -e mapped.md"), 0, "mapped.md is still in the mount");
+    free(id);
+}

@@ -249,9 +249,10 @@ size_t ofile_unsaved_count(ofile_mine_fn mine, void *arg);
  * *rows (malloc'd, NULL when none); returns how many there are (may be
  * more than max). */
 size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t max);
-/* Of mine's files, those writers hold open now (live writers, ended ones
- * left out): their rows in *rows (malloc'd, NULL when none); returns how
- * many are in it. */
+/* Of mine's files, those open for writing now, through a handle of the
+ * edit in progress or an ended one (a shared mapping's pages are written
+ * back through any writable handle of the inode): their rows in *rows
+ * (malloc'd, NULL when none); returns how many are in it. */
 size_t ofile_writing_rows(ofile_mine_fn mine, void *arg, uint64_t **rows);
 /* Told of each open file whose unsaved edit could not be kept (its row,
  * the negative errno), with the entry's lock held. */

@@ -63,7 +63,7 @@ size_t ofile_writing_rows(ofile_mine_fn mine, void *arg, uint64_t **rows)
     for (size_t i = 0; i < n; i++) {
         struct ofile *f = v[i];
         pthread_mutex_lock(&f->lock);
-        if (*rows && ofile_live_writers_locked(f) && mine(arg, f->row))
+        if (*rows && f->writers && mine(arg, f->row))
             (*rows)[k++] = f->row;
         pthread_mutex_unlock(&f->lock);
         ofile_put(f);

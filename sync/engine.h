@@ -22,7 +22,7 @@ struct sync_notify {
     /* The store won over row's content sha, which is kept as a conflict
      * record (before the store's version is applied); may be NULL. */
     void (*lost)(void *arg, uint64_t row, const char *sha);
-    /* The files of the store that writers hold open: how many, their rows
+    /* The files of the store open for writing: how many, their rows
      * in *rows (malloc'd, NULL when none; the caller frees); may be NULL. */
     size_t (*writing)(void *arg, uint64_t **rows);
     /* Has the kernel write the pages of row it holds dirty (a shared

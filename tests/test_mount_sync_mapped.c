@@ -96,6 +96,12 @@ Test(mount_sync_mapped, a_page_dirtied_before_a_remote_change_is_kept_not_mixed_
     snprintf(body, sizeof(body), "{\"content\":\"%.*s\\n\"}", LEN - 1, remote);
     cr_assert_eq(sy_remote_update(id, body), 200);
     sy_after_sync(); /* the store's version comes while the page is dirty */
+    /* Decided at once, mapped or not (the record comes with the last
+     * writer's release): the node is back at its baseline, the store's
+     * version, so the next syncs leave the file's pages alone. */
+    char *base = mnt_q(&E, "SELECT base_sha FROM nodes WHERE path = '/mapped.md' AND unlinked = 0");
+    cr_expect_str_eq(base, t_sha(remote), "the node's baseline is not the store's version");
+    free(base);
     cr_assert_eq(munmap(p, LEN), 0);
     cr_assert_eq(close(fd), 0);
     sy_after_sync(); /* and a later sync pushes nothing over it */

@@ -60,15 +60,6 @@ static char *map_and_dirty(int *fd)
     return p;
 }
 
-/* What the mapping's edit made of the file: LOCAL over the a's. */
-static char *mapped_edit(void)
-{
-    char *want = strdup(two_pages);
-    cr_assert_not_null(want);
-    memcpy(want, "LOCAL", 5);
-    return want;
-}
-
 /* The conflict records of path, oldest first, "|"-separated (malloc'd). */
 static char *records_at(const char *path)
 {
@@ -77,46 +68,63 @@ static char *records_at(const char *path)
                      " WHERE k.path = '%s' ORDER BY k.id)", path);
 }
 
+/* mapped.md mapped and dirtied (map_and_dirty, *fd), then the store's
+ * change (body: an update's JSON; NULL: the memory's deletion) synced
+ * while the page is dirty; *id the memory's (malloc'd); the mapping. */
+static char *dirty_then_change(const char *body, char **id, int *fd)
+{
+    *id = sy_id("/mapped.md");
+    cr_assert_not_null(*id);
+    sy_after_sync();
+    char *p = map_and_dirty(fd);
+    cr_assert_eq(body ? sy_remote_update(*id, body) : sy_remote_delete(*id), 200);
+    sy_after_sync(); /* the store's change comes while the page is dirty */
+    return p;
+}
+
+/* The mapping goes, then a sync; the mapping's edit (LOCAL over the a's)
+ * must be the file's one conflict record. */
+static void unmap_and_expect_the_edit_kept(char *p, int fd)
+{
+    cr_assert_eq(munmap(p, LEN), 0);
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync(); /* and a later sync pushes nothing over it */
+    char want[LEN + 1];
+    memcpy(want, two_pages, sizeof(want));
+    memcpy(want, "LOCAL", 5);
+    char *kept = records_at("/mapped.md");
+    cr_expect(kept && strcmp(kept, want) == 0, "the mapping's edit is not kept whole: %.40s",
+              kept ? kept : "(no record)");
+    free(kept);
+}
+
 /* Before: the page went over the store's version once the sync had put it
  * in the file (LOCAL and the a's of the old first page, then the store's
  * second page), and that mix was pushed as an edit on the store's
  * version, with no conflict. */
 Test(mount_sync_mapped, a_page_dirtied_before_a_remote_change_is_kept_not_mixed_in)
 {
-    char *id = sy_id("/mapped.md");
-    cr_assert_not_null(id);
-    sy_after_sync();
-    int fd;
-    char *p = map_and_dirty(&fd);
-
     /* The store's version: R's, one byte short of two pages, and a newline. */
     static char remote[LEN + 1], body[LEN + 64];
     memset(remote, 'R', LEN - 1);
     remote[LEN - 1] = '\n';
     snprintf(body, sizeof(body), "{\"content\":\"%.*s\\n\"}", LEN - 1, remote);
-    cr_assert_eq(sy_remote_update(id, body), 200);
-    sy_after_sync(); /* the store's version comes while the page is dirty */
+    char *id;
+    int fd;
+    char *p = dirty_then_change(body, &id, &fd);
     /* Decided at once, mapped or not (the record comes with the last
      * writer's release): the node is back at its baseline, the store's
      * version, so the next syncs leave the file's pages alone. */
     char *base = mnt_q(&E, "SELECT base_sha FROM nodes WHERE path = '/mapped.md' AND unlinked = 0");
     cr_expect_str_eq(base, t_sha(remote), "the node's baseline is not the store's version");
     free(base);
-    cr_assert_eq(munmap(p, LEN), 0);
-    cr_assert_eq(close(fd), 0);
-    sy_after_sync(); /* and a later sync pushes nothing over it */
+    unmap_and_expect_the_edit_kept(p, fd);
 
     char *c = sy_content("/mapped.md");
     cr_expect(c && strcmp(c, remote) == 0, "the store holds %.12s...%s, not its own version",
               c ? c : "(none)", c && strlen(c) > 12 ? c + strlen(c) - 12 : "");
     free(c);
     cr_expect_eq(sy_count_versions(id, "modified"), 1, "the mapping's edit reached the store");
-    char *want = mapped_edit();
-    char *kept = records_at("/mapped.md");
-    cr_expect(kept && strcmp(kept, want) == 0, "the mapping's edit is not kept whole: %.40s",
-              kept ? kept : "(no record)");
-    free(kept);
-    free(want);
     char *out = NULL;
     sy_run(&out, "cat mapped.md");
     cr_expect(out && strcmp(out, remote) == 0, "the mount shows %.12s..., not the store's version",
@@ -131,23 +139,10 @@ Test(mount_sync_mapped, a_page_dirtied_before_a_remote_change_is_kept_not_mixed_
  * before the sync decides (now) or after the file is gone (before). */
 Test(mount_sync_mapped, a_page_dirtied_before_a_remote_deletion_is_kept)
 {
-    char *id = sy_id("/mapped.md");
-    cr_assert_not_null(id);
-    sy_after_sync();
+    char *id;
     int fd;
-    char *p = map_and_dirty(&fd);
-    cr_assert_eq(sy_remote_delete(id), 200);
-    sy_after_sync();
-    cr_assert_eq(munmap(p, LEN), 0);
-    cr_assert_eq(close(fd), 0);
-    sy_after_sync();
-
-    char *want = mapped_edit();
-    char *kept = records_at("/mapped.md");
-    cr_expect(kept && strcmp(kept, want) == 0, "the mapping's edit is not kept whole: %.40s",
-              kept ? kept : "(no record)");
-    free(kept);
-    free(want);
+    char *p = dirty_then_change(NULL, &id, &fd);
+    unmap_and_expect_the_edit_kept(p, fd);
     char *c = sy_content("/mapped.md");
     cr_expect_null(c, "the deleted memory came back: %.12s", c ? c : "");
     free(c);

@@ -210,7 +210,7 @@ static bool of_store(void *arg, uint64_t row)
 static size_t name_unsaved_open(struct unpushed_ctx *u)
 {
     enum { ROWS_MAX = 4096 };
-    uint64_t *rows = NULL;
+    struct ofile_unsaved *rows = NULL;
     size_t n = ofile_unsaved_rows(of_store, u, &rows, ROWS_MAX), k = 0;
     if (u->nnamed)
         qsort(u->named, u->nnamed, sizeof(*u->named), cmp_ino);
@@ -220,14 +220,22 @@ static size_t name_unsaved_open(struct unpushed_ctx *u)
             k++;
             continue;
         }
-        if (in_journal(u, rows[i]) ||
-            (u->nnamed && bsearch(&rows[i], u->named, u->nnamed, sizeof(*u->named), cmp_ino)))
+        uint64_t row = rows[i].row;
+        if (in_journal(u, row) ||
+            (u->nnamed && bsearch(&row, u->named, u->nnamed, sizeof(*u->named), cmp_ino)))
             continue;
         struct cnode node = {0};
-        int rc = cache_getattr(u->c, rows[i], &node);
+        int rc = cache_getattr(u->c, row, &node);
         if (rc == 0 && !node.unlinked && node.state != CNODE_REFUSED) {
-            one_unpushed(u, node.path, "open for writing, its edit not saved yet: pushed once "
-                                       "its writer closes or fsyncs it");
+            /* A sync brought the store's version under the edit: its save
+             * will find the cache moved (openfile.c ofile_flush). */
+            bool moved = rows[i].from[0] && strcmp(rows[i].from, node.sha) != 0;
+            one_unpushed(u, node.path,
+                         moved ? "open for writing, its edit not saved yet and the store's "
+                                 "version came since: the store wins, and its writer's close "
+                                 "or fsync keeps the edit as a conflict record"
+                               : "open for writing, its edit not saved yet: pushed once "
+                                 "its writer closes or fsyncs it");
             k++;
         } else if (rc != 0) {
             u->more++; /* not known to be gone */

@@ -242,13 +242,21 @@ typedef bool (*ofile_mine_fn)(void *arg, uint64_t row);
 /* How many of mine's open files hold edits no flush or fsync has saved
  * and no earlier unmount has kept. */
 size_t ofile_unsaved_count(ofile_mine_fn mine, void *arg);
+/* An open file with an edit no flush saved: its row, and the cache
+ * content its buffer was edited from ("" when unknown: a file emptied by
+ * O_TRUNC before it was read).  Its save finds the cache moved when that
+ * is not the node's content now (a sync brought the store's version):
+ * the edit then becomes a conflict record. */
+struct ofile_unsaved {
+    uint64_t row;
+    char from[SHA256_HEX_LEN + 1];
+};
 /* Of mine's files that writers hold open now, those whose edit no flush
- * or fsync has saved, which their next close or fsync will save as the
- * file's content (not an edit that lost to the store or was cut at the
- * size limit: those become records): their rows, at most max of them, in
- * *rows (malloc'd, NULL when none); returns how many there are (may be
- * more than max). */
-size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t max);
+ * or fsync has saved, which their next close or fsync will save (not an
+ * edit known to have lost to the store or been cut at the size limit:
+ * those become records): at most max of them in *rows (malloc'd, NULL
+ * when none); returns how many there are (may be more than max). */
+size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, struct ofile_unsaved **rows, size_t max);
 /* Of mine's files, those open for writing now, through a handle of the
  * edit in progress or an ended one (a shared mapping's pages are written
  * back through any writable handle of the inode): their rows in *rows

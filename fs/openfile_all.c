@@ -12,6 +12,7 @@
 #include "openfile.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "cache.h"
 
@@ -35,7 +36,7 @@ size_t ofile_unsaved_count(ofile_mine_fn mine, void *arg)
     return k;
 }
 
-size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t max)
+size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, struct ofile_unsaved **rows, size_t max)
 {
     size_t n = 0, k = 0;
     struct ofile **v = ofile_take_all(&n);
@@ -44,8 +45,10 @@ size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, uint64_t **rows, size_t
         struct ofile *f = v[i];
         pthread_mutex_lock(&f->lock);
         if (ofile_live_writers_locked(f) && !f->lost && !f->cut && unsaved_locked(f, mine, arg)) {
-            if (*rows && k < max)
-                (*rows)[k] = f->row;
+            if (*rows && k < max) {
+                (*rows)[k].row = f->row;
+                memcpy((*rows)[k].from, f->loaded ? f->sha : "", sizeof((*rows)[k].from));
+            }
             k++;
         }
         pthread_mutex_unlock(&f->lock);

@@ -119,6 +119,13 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, bool las
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += d->flush_timeout;
     int64_t grace_ms = (int64_t)d->flush_timeout * 100;
+    /* A shared mapping's dirty pages are an edit no request brought yet:
+     * written into the open files now, they are unsaved edits as any
+     * (closed in the grace, else kept as records), where the connection's
+     * end would throw them away. */
+    for (size_t i = 0; i < n; i++)
+        if (!v[i]->gone)
+            fs_notify_settle_open(v[i]);
     for (int64_t waited = 0; waited < grace_ms && ofile_unsaved_count(of_these, &j) > 0;
          waited += 100)
         usleep(100 * 1000);

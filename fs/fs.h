@@ -75,6 +75,13 @@ void fs_notify_init(struct fs_store *s, struct sync_notify *n);
 /* The kernel drops row's cached pages and attributes: its content went
  * back to what the cache holds under a FLUSH or FSYNC (openfile.c). */
 void fs_notify_reverted(struct fs_store *s, uint64_t row);
+/* Has the kernel write the pages it holds dirty of every file of s open
+ * for writing (a shared writable mapping's, which no request brought
+ * yet) into the open files: at the session's end, before their unsaved
+ * edits are counted and kept (finalsync.c), where the connection's end
+ * would otherwise throw them away.  From the thread of the final sync,
+ * while the request loop runs. */
+void fs_notify_settle_open(struct fs_store *s);
 /* The cache's replay hook (cache_on_replay; arg: the struct daemon):
  * the kernel drops what it holds of each row and of its name. */
 void fs_notify_replayed(void *arg, const uint64_t *rows, size_t n);

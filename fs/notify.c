@@ -1,10 +1,10 @@
 /* notify.c - the one place that calls fuse_lowlevel_notify_*: the sync
  * engine reports what a remote change did to the cache, and this file
  * tells the kernel to drop exactly those cached names, attributes and
- * pages (and, before a sync decides, to write the dirty pages of the
- * files writers hold open that the store changed: settle_pages); so does the cache for the closes a failed commit left to its
- * journal, once they are back in the database (fs_notify_replayed, from
- * its saver thread).  Called from those threads, never from inside a FUSE
+ * pages (and, before a sync decides or the session ends, to write the
+ * dirty pages of the files open for writing: settle_pages); so does the
+ * cache for the closes a failed commit left to its journal, once they
+ * are back in the database (fs_notify_replayed, from its saver thread).  Called from those threads, never from inside a FUSE
  * request and never with a cache lock held, so the kernel's notification (which
  * may wait for a request in flight on the same directory) cannot
  * deadlock.  One exception, an inode's pages and attributes only
@@ -21,6 +21,7 @@
  * read or write holding a page lock is answered.  ENOENT from the
  * kernel just means it had nothing cached. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cache.h"
@@ -138,6 +139,15 @@ static void settle_pages(void *arg, uint64_t row)
         return;
     report(s, "settle_pages", fuse_lowlevel_notify_inval_inode(s->se, fs_to_kernel(s, row), 0, 0));
     leave(s);
+}
+
+void fs_notify_settle_open(struct fs_store *s)
+{
+    uint64_t *rows = NULL;
+    size_t k = writing(s, &rows);
+    for (size_t i = 0; i < k; i++)
+        settle_pages(s, rows[i]);
+    free(rows);
 }
 
 void fs_notify_replayed(void *arg, const uint64_t *rows, size_t n)

@@ -84,13 +84,10 @@ static char *dirty_then_change(const char *body, char **id, int *fd, char **said
     return p;
 }
 
-/* The mapping goes, then a sync; the mapping's edit (LOCAL over the a's)
- * must be the file's one conflict record. */
-static void unmap_and_expect_the_edit_kept(char *p, int fd)
+/* The mapping's edit (LOCAL over the a's) must be the file's one
+ * conflict record. */
+static void expect_the_edit_kept(void)
 {
-    cr_assert_eq(munmap(p, LEN), 0);
-    cr_assert_eq(close(fd), 0);
-    sy_after_sync(); /* and a later sync pushes nothing over it */
     char want[LEN + 1];
     memcpy(want, two_pages, sizeof(want));
     memcpy(want, "LOCAL", 5);
@@ -98,6 +95,15 @@ static void unmap_and_expect_the_edit_kept(char *p, int fd)
     cr_expect(kept && strcmp(kept, want) == 0, "the mapping's edit is not kept whole: %.40s",
               kept ? kept : "(no record)");
     free(kept);
+}
+
+/* The mapping goes, then a sync; then expect_the_edit_kept. */
+static void unmap_and_expect_the_edit_kept(char *p, int fd)
+{
+    cr_assert_eq(munmap(p, LEN), 0);
+    cr_assert_eq(close(fd), 0);
+    sy_after_sync(); /* and a later sync pushes nothing over it */
+    expect_the_edit_kept();
 }
 
 /* Before: the page went over the store's version once the sync had put it
@@ -159,4 +165,25 @@ Test(mount_sync_mapped, a_page_dirtied_before_a_remote_deletion_is_kept)
     free(c);
     cr_expect_neq(sy_run(NULL, "test -e mapped.md"), 0, "mapped.md is still in the mount");
     free(id);
+}
+
+/* A page still dirty when the session ends is an unsaved edit as any:
+ * kept as a record, the store keeping the last saved state.  Before: the
+ * page was never written back, and went with the connection, in no
+ * record. */
+Test(mount_sync_mapped, a_page_still_dirty_at_unmount_is_kept)
+{
+    sy_after_sync();
+    int fd;
+    char *p = map_and_dirty(&fd);
+    char *out = NULL;
+    int rc = mnt_sh(&E, &out, "cd / && timeout 60 $MFS unmount '%s'", mnt);
+    cr_expect(!mnt_is_mounted(mnt), "still mounted (unmount exit %d: %s)", rc, out);
+    free(out);
+    munmap(p, LEN); /* the mount is gone: the errors do not matter */
+    close(fd);
+    expect_the_edit_kept();
+    char *c = sy_content("/mapped.md");
+    cr_expect(c && strcmp(c, two_pages) == 0, "the store does not hold the last saved state");
+    free(c);
 }

@@ -122,9 +122,12 @@ void daemon_final_sync(struct daemon *d, struct fs_store **v, size_t n, bool las
     /* A shared mapping's dirty pages are an edit no request brought yet:
      * written into the open files now, they are unsaved edits as any
      * (closed in the grace, else kept as records), where the connection's
-     * end would throw them away. */
+     * end would throw them away.  Not for a store whose request loop has
+     * ended (a receive error: daemon.c unmounts it then), whose
+     * connection may be alive: the kernel would wait for WRITEs nobody
+     * reads, holding this thread for good. */
     for (size_t i = 0; i < n; i++)
-        if (!v[i]->gone)
+        if (!v[i]->gone && !__atomic_load_n(&v[i]->loop_done, __ATOMIC_ACQUIRE))
             fs_notify_settle_open(v[i]);
     for (int64_t waited = 0; waited < grace_ms && ofile_unsaved_count(of_these, &j) > 0;
          waited += 100)

@@ -80,7 +80,7 @@ void fs_notify_reverted(struct fs_store *s, uint64_t row);
  * yet) into the open files: at the session's end, before their unsaved
  * edits are counted and kept (finalsync.c), where the connection's end
  * would otherwise throw them away.  From the thread of the final sync,
- * while the request loop runs. */
+ * only while s's request loop runs (it serves those WRITEs). */
 void fs_notify_settle_open(struct fs_store *s);
 /* The cache's replay hook (cache_on_replay; arg: the struct daemon):
  * the kernel drops what it holds of each row and of its name. */

@@ -47,7 +47,7 @@ size_t ofile_unsaved_rows(ofile_mine_fn mine, void *arg, struct ofile_unsaved **
         if (ofile_live_writers_locked(f) && !f->lost && !f->cut && unsaved_locked(f, mine, arg)) {
             if (*rows && k < max) {
                 (*rows)[k].row = f->row;
-                memcpy((*rows)[k].from, f->loaded ? f->sha : "", sizeof((*rows)[k].from));
+                memcpy((*rows)[k].from, f->sha, sizeof((*rows)[k].from)); /* loaded */
             }
             k++;
         }

@@ -375,7 +375,7 @@ static bool remote_changes(struct cycle *cy, uint64_t row)
  * them back, up to half a minute later.  Brought by the store's version
  * instead, they were laid over it (the file's buffer had gone back to the
  * store's content): a mix of the two versions, pushed as an edit on the
- * store's.  Written now, for the files writers hold open whose memory the
+ * store's.  Written now, for the files open for writing whose memory the
  * store changed, they are a local edit the decisions see: the store wins
  * and the edit is kept as a conflict record, as any other.  (Pages a
  * mapping dirties between this and the apply, milliseconds later, are

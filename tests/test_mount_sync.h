@@ -52,6 +52,10 @@ bool sy_wait_server(const char *const *expect, int timeout_s, char **last);
  * bytes the mount shows for it; NULL or a description (malloc'd). */
 char *sy_check_hashes(void);
 
+/* The cache's conflict records of path, oldest first: their content,
+ * "|"-separated (malloc'd). */
+char *sy_records_at(const char *path);
+
 /* Versions (memory_id NULL: the whole store), newest first; caller deletes. */
 cJSON *sy_versions(const char *memory_id);
 /* How many versions of memory_id have operation op (NULL: any). */

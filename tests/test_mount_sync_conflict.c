@@ -156,14 +156,6 @@ Test(mount_sync_conflict, an_edit_still_open_when_the_memory_is_deleted_remotely
     free(id);
 }
 
-/* The conflict records of path, oldest first, "|"-separated (malloc'd). */
-static char *records_at(const char *path)
-{
-    return mnt_q(&E, "SELECT group_concat(t, '|') FROM (SELECT CAST(b.data AS TEXT) AS t"
-                     " FROM conflicts k JOIN blobs b ON b.sha = k.local_sha"
-                     " WHERE k.path = '%s' ORDER BY k.id)", path);
-}
-
 /* c.md opened read-write, LOCAL1 written at its start and fsynced, while
  * the store changed it to remote + "\n"; then a sync, where the store
  * wins over the saved edit: the descriptor, still open (*id: the memory's,
@@ -219,7 +211,7 @@ Test(mount_sync_conflict, a_writer_that_lost_to_the_store_and_writes_on_pushes_n
     sy_run(&out, "cat c.md");
     cr_expect_str_eq(out, "the store's version, longer\n");
     free(out);
-    char *kept = records_at("/c.md");
+    char *kept = sy_records_at("/c.md");
     cr_expect_str_eq(kept, "LOCAL1|LOCAL1LOCAL2", "the writer's version is not kept whole");
     free(kept);
     free(id);
@@ -242,7 +234,7 @@ Test(mount_sync_conflict, a_new_writer_after_a_lost_edit_is_saved_as_any_other)
     char *c = sy_content("/c.md");
     cr_expect_str_eq(c ? c : "(none)", "fixed\n", "the new writer's edit did not reach the store");
     free(c);
-    char *kept = records_at("/c.md");
+    char *kept = sy_records_at("/c.md");
     cr_expect_str_eq(kept, "LOCAL1", "the records are not the lost edit's alone");
     free(kept);
     free(id);
@@ -275,7 +267,7 @@ Test(mount_sync_conflict, a_writer_that_lost_cannot_write_into_the_new_writer_s_
     char *c = sy_content("/c.md");
     cr_expect_str_eq(c ? c : "(none)", "fixed\n", "a mix reached the store");
     free(c);
-    char *kept = records_at("/c.md");
+    char *kept = sy_records_at("/c.md");
     cr_expect_str_eq(kept, "LOCAL1", "the records are not the lost edit's alone");
     free(kept);
     free(id);
@@ -336,7 +328,7 @@ Test(mount_sync_conflict, a_truncate_by_path_after_a_lost_edit_cuts_the_store_s_
     char *c = sy_content("/c.md");
     cr_expect_str_eq(c ? c : "(none)", "the store", "the truncate did not reach the store");
     free(c);
-    char *kept = records_at("/c.md");
+    char *kept = sy_records_at("/c.md");
     cr_expect_str_eq(kept, "LOCAL1", "the records are not the lost edit's alone");
     free(kept);
     free(id);
@@ -386,7 +378,7 @@ Test(mount_sync_conflict, a_writer_whose_file_was_deleted_remotely_keeps_its_lat
     cr_assert_eq(pwrite(fd, "LOST", 4, 1), 4);
     cr_assert_eq(close(fd), 0);
     sy_after_sync();
-    char *kept = records_at("/other.md");
+    char *kept = sy_records_at("/other.md");
     cr_expect_str_eq(kept, "xntouched\n|xLOSTched\n", "the later writes were lost");
     free(kept);
     char *c = sy_content("/other.md");

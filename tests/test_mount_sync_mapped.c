@@ -60,14 +60,6 @@ static char *map_and_dirty(int *fd)
     return p;
 }
 
-/* The conflict records of path, oldest first, "|"-separated (malloc'd). */
-static char *records_at(const char *path)
-{
-    return mnt_q(&E, "SELECT group_concat(t, '|') FROM (SELECT CAST(b.data AS TEXT) AS t"
-                     " FROM conflicts k JOIN blobs b ON b.sha = k.local_sha"
-                     " WHERE k.path = '%s' ORDER BY k.id)", path);
-}
-
 /* mapped.md mapped and dirtied (map_and_dirty, *fd), then the store's
  * change (body: an update's JSON; NULL: the memory's deletion) synced
  * while the page is dirty, by `sync --wait`, whose output goes to *said
@@ -91,7 +83,7 @@ static void expect_the_edit_kept(void)
     char want[LEN + 1];
     memcpy(want, two_pages, sizeof(want));
     memcpy(want, "LOCAL", 5);
-    char *kept = records_at("/mapped.md");
+    char *kept = sy_records_at("/mapped.md");
     cr_expect(kept && strcmp(kept, want) == 0, "the mapping's edit is not kept whole: %.40s",
               kept ? kept : "(no record)");
     free(kept);

@@ -386,3 +386,10 @@ void sy_refuse_reads(void)
     sy_fault("{\"action\":\"status\",\"status\":400,\"count\":0,\"method\":\"GET\","
              "\"path\":\"/v1/memory_stores/*/memories\"}");
 }
+
+char *sy_records_at(const char *path)
+{
+    return mnt_q(&E, "SELECT group_concat(t, '|') FROM (SELECT CAST(b.data AS TEXT) AS t"
+                     " FROM conflicts k JOIN blobs b ON b.sha = k.local_sha"
+                     " WHERE k.path = '%s' ORDER BY k.id)", path);
+}

@@ -173,6 +173,29 @@ static void fill_up(void)
     close(fd);
 }
 
+/* Waits (WITHIN) until the cache's database has the n early notes as
+ * their writers closed them.  A close's content is in the journal of
+ * closed files until the commit a few milliseconds later: a commit still
+ * due when the disk fills fails, and the journal, stuck until its records
+ * can be applied again, takes no later close (each fails with ENOSPC). */
+static void early_committed(size_t n)
+{
+    char want[32];
+    snprintf(want, sizeof(want), "%zu", n);
+    char *got = NULL;
+    for (int i = 0; i < WITHIN * 10; i++) {
+        free(got);
+        got = mnt_q(&E, "SELECT count(*) FROM nodes WHERE path LIKE '/early%%' AND unlinked = 0"
+                        " AND unsaved = 0 AND size > 0");
+        if (strcmp(got, want) == 0)
+            break;
+        usleep(100 * 1000);
+    }
+    cr_assert_str_eq(got, want, "the early notes closed, not all committed:\n%s",
+                     sy_log_grep("cache"));
+    free(got);
+}
+
 /* Whether process pid has ended: gone, or a zombie its parent (init,
  * which the daemon was left to) has not reaped yet. */
 static bool ended(pid_t pid)
@@ -312,6 +335,8 @@ static size_t closed_then_full(struct note *v, size_t cap, bool with_late, bool 
     for (int i = 0; i < (with_late ? 112 : 13) && failed < 5 && n < cap; i++) {
         if (i == 12 && !with_reserve)
             sy_after_sync(); /* the late ones are all that is left */
+        if (i == 12)
+            early_committed(n);
         if (i == 12 && held_tail)
             /* early001.md, held open with an unsaved edit */
             holder = mnt_hold_open((const char *const[]){v[1].path}, 1, O_WRONLY | O_APPEND,

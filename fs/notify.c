@@ -4,20 +4,20 @@
  * pages (and, before a sync decides or the session ends, to write the
  * dirty pages of the files open for writing: settle_pages); so does the
  * cache for the closes a failed commit left to its journal, once they
- * are back in the database (fs_notify_replayed, from its saver thread).  Called from those threads, never from inside a FUSE
- * request and never with a cache lock held, so the kernel's notification (which
- * may wait for a request in flight on the same directory) cannot
- * deadlock.  One exception, an inode's pages and attributes only
- * (fs_notify_reverted): a FLUSH, FSYNC or RELEASE whose cut edit was not
- * saved, an OPEN that ends an edit lost to the store or cut at the size
- * limit (before its answer), a SETATTR by path that does (after its
- * answer: a truncate holds the inode's writes off until then, and an
- * invalidation may wait for one),
- * and a WRITE with O_APPEND the kernel placed at a stale size (after its
- * answer: the write holds its pages locked until then); the kernel holds
- * no lock there that an inode's invalidation takes (pages and
- * attributes; no directory, no i_rwsem), and the thread
- * hands the reading of requests to another first (fsloop_blocking), so a
+ * are back in the database (fs_notify_replayed, from its saver thread).
+ * Called from those threads, never from inside a FUSE request and never
+ * with a cache lock held, so the kernel's notification (which may wait
+ * for a request in flight on the same directory) cannot deadlock.  One
+ * exception, an inode's pages and attributes only (fs_notify_reverted):
+ * a FLUSH, FSYNC or RELEASE whose cut edit was not saved, an OPEN that
+ * ends an edit lost to the store or cut at the size limit (before its
+ * answer), a SETATTR by path that does (after its answer: a truncate
+ * holds the inode's writes off until then, and an invalidation may wait
+ * for one), and a WRITE with O_APPEND the kernel placed at a stale size
+ * (after its answer: the write holds its pages locked until then); the
+ * kernel holds no lock there that an inode's invalidation takes (pages
+ * and attributes; no directory, no i_rwsem), and the thread hands the
+ * reading of requests to another first (fsloop_blocking), so a
  * read or write holding a page lock is answered.  ENOENT from the
  * kernel just means it had nothing cached. */
 #include <errno.h>

@@ -387,7 +387,7 @@ static void settle_mapped_pages(struct cycle *cy)
         return;
     uint64_t *rows = NULL;
     size_t k = n->writing(n->arg, &rows);
-    for (size_t i = 0; rows && i < k; i++)
+    for (size_t i = 0; i < k; i++)
         if (remote_changes(cy, rows[i]))
             n->settle_pages(n->arg, rows[i]);
     free(rows);

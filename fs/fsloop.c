@@ -14,7 +14,9 @@
  * arrives within that window and is taken without any thread waking.
  * It polls only after the kinds of request that a next one followed
  * within the window lately (spinhint.h): after a reader's RELEASE or an
- * editor's last RENAME the poll would only burn CPU.
+ * editor's last RENAME the poll would only burn CPU.  It never polls
+ * while the kernel wakes the daemon where the request was made
+ * (kwake.c): the poll would then only keep the CPU from the caller.
  *
  * Leader and followers: exactly one thread (the leader) reads the device;
  * the others (followers) wait on a condition variable, never on the
@@ -47,6 +49,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "kwake.h"
 #include "log.h"
 #include "spinhint.h"
 
@@ -66,8 +69,9 @@ struct fsloop {
     unsigned threads;        /* alive, leader included */
     unsigned idle;           /* followers waiting for the lead */
     bool done;
-    int err; /* the receive error that ended the loop (0: unmounted or exited) */
+    int err;              /* the receive error that ended the loop (0: unmounted or exited) */
     struct spinhint hint; /* after which requests the device is polled */
+    uint64_t *polls;      /* polls started (relaxed atomic; the store's status) */
     bool starved;         /* the lead could not be handed on (said once) */
 };
 
@@ -163,9 +167,11 @@ static void *worker_main(void *arg)
         }
         l->leader = w;
         pthread_mutex_unlock(&l->lock);
-        bool polled = hot && spinhint_poll(&l->hint, last);
-        if (polled)
+        bool polled = hot && !kwake_here(answered_us) && spinhint_poll(&l->hint, last);
+        if (polled) {
+            __atomic_fetch_add(l->polls, 1, __ATOMIC_RELAXED);
             spin(l);
+        }
         int res = fuse_session_receive_buf(l->se, &w->buf);
         if (hot && res > 0)
             spinhint_learn(&l->hint, last, now_us() - answered_us, polled, FSLOOP_SPIN_US);
@@ -218,9 +224,9 @@ void fsloop_blocking(void)
     pthread_mutex_unlock(&l->lock);
 }
 
-int fsloop_run(struct fuse_session *se, int fd)
+int fsloop_run(struct fuse_session *se, int fd, uint64_t *polls)
 {
-    struct fsloop l = {.se = se, .fd = fd, .threads = 1};
+    struct fsloop l = {.se = se, .fd = fd, .threads = 1, .polls = polls};
     struct worker *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;

@@ -52,7 +52,7 @@ static void fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap
 static void *loop_main(void *arg)
 {
     struct fs_store *s = arg;
-    int rc = fsloop_run(s->se, s->fio.fd);
+    int rc = fsloop_run(s->se, s->fio.fd, &s->fio.polls);
     if (rc < 0)
         log_error("cannot read the mount's requests; the mount stops", "memory_store_id", s->id,
                   "path", s->mount_path, "error", strerror(-rc));

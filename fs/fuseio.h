@@ -18,6 +18,8 @@ struct fuseio {
                                  * by any file; this one is closed only after
                                  * the loop is joined (fuseio_detach) */
     uint64_t count[FUSEIO_OPS]; /* requests read, by opcode (relaxed atomics) */
+    uint64_t polls;             /* polls of the device after an answer
+                                 * (fsloop.c; relaxed atomic) */
     uint64_t init_unique;       /* the INIT request awaiting its reply, or 0 */
     bool init_offered;          /* the kernel offered FUSE_HANDLE_KILLPRIV_V2 */
     bool killpriv;              /* accepted: later writes skip the GETXATTR */

@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "http.h"
 #include "jbuf.h"
+#include "kwake.h"
 
 /* The client's request budget (shared by every store): when a 429's pause
  * ends (wall clock, 0: no pause), calls held now, the cap. */
@@ -94,13 +95,20 @@ static void health_of(struct daemon *d, struct fs_store *s, struct health *o)
 }
 
 /* The kernel's requests to this mount since it was mounted, by opcode
- * (fuseio.c), and whether writes skip the privilege check. */
+ * (fuseio.c), whether writes skip the privilege check, the kernel's
+ * wake_here (kwake.c; null: this kernel has none) and how often the
+ * request loop polled (fsloop.c). */
 static void json_kernel(const struct fs_store *s, struct jbuf *b)
 {
     uint64_t n[FUSEIO_OPS];
     fuseio_counts(s, n);
-    jbuf_addf(b, ",\"kernel\":{\"killpriv_v2\":%s,\"requests\":{",
-              __atomic_load_n(&s->fio.killpriv, __ATOMIC_RELAXED) ? "true" : "false");
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int wake = kwake_state((int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000);
+    const char *wake_s = wake < 0 ? "null" : wake ? "true" : "false";
+    jbuf_addf(b, ",\"kernel\":{\"killpriv_v2\":%s,\"wake_here\":%s,\"polls\":%llu,\"requests\":{",
+              __atomic_load_n(&s->fio.killpriv, __ATOMIC_RELAXED) ? "true" : "false", wake_s,
+              (unsigned long long)__atomic_load_n(&s->fio.polls, __ATOMIC_RELAXED));
     bool first = true;
     for (unsigned i = 0; i < FUSEIO_OPS; i++) {
         const char *name = fuseio_op_name(i);

@@ -13,7 +13,8 @@
  *   - and what stays true: no ACL, no set-ID bit and no capability can be
  *     set, so nothing ever needs dropping; --no-xattrs asks nothing.
  * Each count failed before: no kernel object in status, 20 GETXATTRs for
- * 20 writes, two per file for each ls -l. */
+ * 20 writes, two per file for each ls -l.  And the request loop polls the
+ * device only while the kernel's wake_here is clear (kernel.polls). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -218,4 +219,108 @@ Test(mount_kernel, no_xattrs_asks_nothing)
     cr_assert_eq(sy_run(&out, "ls -l . > /dev/null; ls -l . > /dev/null"), 0, "%s", out);
     free(out);
     cr_expect_leq(requests("GETXATTR") - g0, 1, "--no-xattrs still asks the daemon");
+}
+
+/* The fuse module's wake_here parameter (fs/kwake.c), as this test found
+ * it: restored after the test whatever it did. */
+#define WAKE_PARAM "/sys/module/fuse/parameters/wake_here"
+static char wake_orig;
+
+static bool set_wake(char c)
+{
+    int fd = open(WAKE_PARAM, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = write(fd, &c, 1) == 1;
+    close(fd);
+    return ok;
+}
+
+static void restore_wake(void)
+{
+    if (wake_orig)
+        set_wake(wake_orig);
+}
+
+/* status --json's kernel.wake_here: 1, 0, or -1 when null; and polls. */
+static int status_wake(long *polls)
+{
+    cJSON *j = sy_status_json();
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kernel");
+    cr_assert_not_null(k, "status --json has no kernel object");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(k, "wake_here");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(k, "polls");
+    cr_assert(cJSON_IsBool(w) || cJSON_IsNull(w), "kernel.wake_here is neither a boolean nor null");
+    cr_assert(cJSON_IsNumber(p), "kernel.polls is not a number");
+    int v = cJSON_IsNull(w) ? -1 : cJSON_IsTrue(w);
+    *polls = (long)p->valuedouble;
+    cJSON_Delete(j);
+    return v;
+}
+
+/* Sets the parameter, then waits until the daemon reads it (at most a
+ * second after it changes); the polls count then. */
+static long wake_is(char c)
+{
+    cr_assert(set_wake(c), "cannot write %s: %s", WAKE_PARAM, strerror(errno));
+    long polls = 0;
+    for (int i = 0; i < 40; i++) {
+        if (status_wake(&polls) == (c == 'Y'))
+            return polls;
+        usleep(100 * 1000);
+    }
+    cr_assert_fail("status --json never showed wake_here %c", c);
+    return 0;
+}
+
+static void creates(const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s%02d.md", prefix, i);
+        write_chunks(name, O_CREAT | O_EXCL, 1);
+    }
+}
+
+/* The request loop polls the device after an answer only while the
+ * kernel's wake_here is clear (fs/kwake.c): with it set, 40 creates poll
+ * nothing; with it clear, they poll.  On a kernel without the parameter,
+ * status says null and the loop polls.  Failed before: no wake_here in
+ * status; with the loop's test of it taken out, 40 creates polled 280
+ * times with wake_here set. */
+Test(mount_kernel, the_loop_polls_only_while_wake_here_is_clear, .fini = restore_wake)
+{
+    sy_mount(false, "");
+    FILE *f = fopen(WAKE_PARAM, "r");
+    int c = f ? fgetc(f) : EOF;
+    if (f)
+        fclose(f);
+    long p0 = 0, p1 = 0;
+    if (c == EOF) {
+        cr_assert_eq(status_wake(&p0), -1, "status shows wake_here on a kernel without it");
+        creates("plain", 40);
+        cr_assert_eq(status_wake(&p1), -1);
+        cr_expect_gt(p1, p0, "40 creates polled the device %ld times", p1 - p0);
+        return;
+    }
+    wake_orig = (char)c;
+    if (access(WAKE_PARAM, W_OK) != 0) {
+        /* Not allowed to change it: what the daemon shows is what is set. */
+        cr_assert_eq(status_wake(&p0), c == 'Y');
+        return;
+    }
+    p0 = wake_is('N');
+    creates("apart", 40);
+    p1 = wake_is('N');
+    cr_expect_gt(p1, p0, "with wake_here clear, 40 creates polled the device %ld times", p1 - p0);
+    p0 = wake_is('Y');
+    creates("here", 40);
+    long p2 = 0;
+    cr_assert_eq(status_wake(&p2), 1);
+    cr_expect_eq(p2, p0, "with wake_here set, 40 creates polled the device %ld times", p2 - p0);
+    /* And the files are whole (nothing here depends on the poll). */
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "cat here*.md apart*.md | wc -l"), 0);
+    cr_expect_str_eq(out, "80\n");
+    free(out);
 }

@@ -44,6 +44,8 @@ ROUNDS=${ROUNDS:-3}
 [ -x "$MSD" ] && [ -x "$MFS" ] && [ -x "$FSOPS" ] || {
   echo "build first: cmake -S . -B $BUILD && cmake --build $BUILD" >&2; exit 1; }
 PT_SRC=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
+wake_here() { cat /sys/module/fuse/parameters/wake_here 2>/dev/null || echo "not offered"; }
+WAKE_AT=$(wake_here)
 
 W=$(mktemp -d /tmp/mfs-bench-XXXXXX)
 chmod 700 "$W"
@@ -346,6 +348,11 @@ row() { # LABEL NAME
 printf 'memstorefs benchmark: %d documents, mean 9 KiB; %s, the targets taken in turn\n' "$N" \
   "$([ "$ROUNDS" -eq 1 ] && echo "one round" || echo "medians of $ROUNDS rounds")"
 printf 'time in seconds; x tmpfs and x pt = that time / the time on tmpfs, on passthrough_ll (lower is better)\n'
+# The kernel's placement of a FUSE daemon's wake-ups moves every FUSE row
+# (docs/operations.md, "The kernel's wake-ups"): say which one ran.
+WAKE_END=$(wake_here)
+printf 'kernel %s, fuse wake_here: %s\n' "$(uname -r)" \
+  "$([ "$WAKE_AT" = "$WAKE_END" ] && echo "$WAKE_AT" || echo "$WAKE_AT at the start, $WAKE_END at the end")"
 printf '%-36s %10s %10s %10s' "" "secs" "x tmpfs" "x pt"
 [ -n "${BASELINE:-}" ] && printf ' %10s %10s %10s' "base secs" "x tmpfs" "x pt"
 printf '\n'

@@ -379,13 +379,17 @@ printf '%-36s %10s' "open/read/close per s: memstorefs" "$(rate "${R_read[mfs]}"
 printf '\n'
 # The least any FUSE file system can do here: one round trip per open
 # (the kernel asks OPEN of each), on top of what tmpfs takes.
-floor() { py "import sys; r, t, n = map(float, sys.argv[1:]); print(f'{(t + n * r / 1e6) / t:.2f}')" "$1" "${R_read[tmpfs]}" "$N"; }
+floor() { # ROUND_TRIP_US TMPFS_SECS
+  py "import sys; r, t, n = map(float, sys.argv[1:]); print(f'{(t + n * r / 1e6) / t:.2f}')" "$1" "$2" "$N"; }
 printf '%-36s %10s' "one round trip, getxattr (us)" "${R_rt[mfs]}"
 [ -n "${BASELINE:-}" ] && printf ' %10s' "${R_rt[base]}"
 printf '   tmpfs %s\n' "${R_rt[tmpfs]}"
-printf '%-36s %10s' "  ... open/read/close floor, x tmpfs" "$(floor "${R_rt[mfs]}")"
-[ -n "${BASELINE:-}" ] && printf ' %10s' "$(floor "${R_rt[base]}")"
+printf '%-36s %10s' "  ... open/read/close floor, x tmpfs" "$(floor "${R_rt[mfs]}" "${R_read[tmpfs]}")"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "$(floor "${R_rt[base]}" "${R_read[tmpfs]}")"
 printf '   (tmpfs time + one round trip a file)\n'
+printf '%-36s %10s' "  ... cat floor, x tmpfs" "$(floor "${R_rt[mfs]}" "${R_cat[tmpfs]}")"
+[ -n "${BASELINE:-}" ] && printf ' %10s' "$(floor "${R_rt[base]}" "${R_cat[tmpfs]}")"
+printf '   (the same for cat)\n'
 printf '%-36s %10s' "cold mount, 50 ms latency: all local (s)" "${LAT[mfs]}"
 [ -n "${BASELINE:-}" ] && printf ' %10s' "${LAT[base]}"
 printf '\n%-36s %10s' "  ... requests it took" "${LATREQ[mfs]}"

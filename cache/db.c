@@ -617,8 +617,22 @@ static bool no_room(int rc)
     return rc == -ENOSPC || rc == -EDQUOT || rc == -EROFS;
 }
 
+/* SQLite's process-wide settings, made once before its first use (the
+ * cache's first connection; a process that used SQLite before keeps its
+ * defaults).  No memory statistics: with them every allocation and free
+ * of SQLite's takes a global mutex, and nothing here reads them.
+ * Measured (December 2026, two mounts side by side, 2,000 creates and
+ * overwrites a round, rounds alternated): creates 8-12 % and overwrites
+ * 7-8 % faster. */
+static void sqlite_setup(void)
+{
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 static int open_cache(const char *dir, bool reader, struct cache **out)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, sqlite_setup);
     *out = NULL;
     int rc = 0;
     struct cache *c = calloc(1, sizeof(*c));

@@ -15,9 +15,10 @@
  *
  * The parameter can change while the daemon runs, so it is read again at
  * most once a second, by whichever thread asks first after that (a
- * request loop's leader, or `status`).  A kernel without it is read as
- * N once and never asked again (the module is loaded once a file system
- * of its kind is mounted).
+ * request loop's leader, or `status`).  On a kernel without it (no such
+ * file: the fuse module, loaded since a store is mounted, has no such
+ * parameter) the loop polls as before and the file is never looked for
+ * again; a file that cannot be read counts as N.
  *
  * Invariants: `state` and `read_at` are process-wide relaxed atomics;
  * one thread at a time reads the file (it wins the exchange of

@@ -45,7 +45,19 @@ ROUNDS=${ROUNDS:-3}
   echo "build first: cmake -S . -B $BUILD && cmake --build $BUILD" >&2; exit 1; }
 PT_SRC=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c
 wake_here() { cat /sys/module/fuse/parameters/wake_here 2>/dev/null || echo "not offered"; }
+# A virtual machine's idle processors: how long an idle one polls before it
+# halts (haltpoll's window, 0: it halts at once) sets what waking a sleeping
+# caller costs (docs/operations.md, "The kernel's wake-ups").
+idle_cpus() {
+  local drv; drv=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null) || drv="none"
+  if [ "$drv" = haltpoll ] && [ -r /sys/module/haltpoll/parameters/guest_halt_poll_ns ]; then
+    echo "haltpoll, guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns)"
+  else
+    echo "$drv"
+  fi
+}
 WAKE_AT=$(wake_here)
+IDLE_AT=$(idle_cpus)
 
 W=$(mktemp -d /tmp/mfs-bench-XXXXXX)
 chmod 700 "$W"
@@ -351,8 +363,10 @@ printf 'time in seconds; x tmpfs and x pt = that time / the time on tmpfs, on pa
 # The kernel's placement of a FUSE daemon's wake-ups moves every FUSE row
 # (docs/operations.md, "The kernel's wake-ups"): say which one ran.
 WAKE_END=$(wake_here)
-printf 'kernel %s, fuse wake_here: %s\n' "$(uname -r)" \
-  "$([ "$WAKE_AT" = "$WAKE_END" ] && echo "$WAKE_AT" || echo "$WAKE_AT at the start, $WAKE_END at the end")"
+IDLE_END=$(idle_cpus)
+printf 'kernel %s, fuse wake_here: %s; idle: %s\n' "$(uname -r)" \
+  "$([ "$WAKE_AT" = "$WAKE_END" ] && echo "$WAKE_AT" || echo "$WAKE_AT at the start, $WAKE_END at the end")" \
+  "$([ "$IDLE_AT" = "$IDLE_END" ] && echo "$IDLE_AT" || echo "$IDLE_AT at the start, $IDLE_END at the end")"
 printf '%-36s %10s %10s %10s' "" "secs" "x tmpfs" "x pt"
 [ -n "${BASELINE:-}" ] && printf ' %10s %10s %10s' "base secs" "x tmpfs" "x pt"
 printf '\n'

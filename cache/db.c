@@ -389,7 +389,7 @@ int db_ino_burnt(struct cache *c)
 {
     if (!c->ino_burnt)
         return 0;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
     int rc = db_cached(c, DB_ST_INO_BURNT,
                        "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'nodes' AND seq < ?1", &st);
     if (rc)

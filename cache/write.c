@@ -447,7 +447,7 @@ static int unlink_tx(struct cache *c, void *arg)
 {
     struct unlink_args *a = arg;
     char store[CACHE_ID_MAX];
-    uint64_t root;
+    uint64_t root = 0;
     struct cnode n = {0};
     int rc = db_writable_store(c, a->parent, store, &root);
     if (!rc && a->parent == root && strcmp(a->name, MEM_MARKER_NAME) == 0)

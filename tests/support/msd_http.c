@@ -233,13 +233,15 @@ int t_http(const char *method, const char *url, const char *body, const char *co
     return t_http_n(method, url, body, body ? strlen(body) : 0, headers, r);
 }
 
-static void make_url(char *out, size_t n, const struct msd *m, const char *prefix,
-                     const char *path)
+/* 0, or -ENAMETOOLONG when the URL does not fit (no request is made). */
+static int make_url(char *out, size_t n, const struct msd *m, const char *prefix,
+                    const char *path)
 {
     size_t pl = strlen(prefix);
     bool has = strncmp(path, prefix, pl) == 0 && (path[pl] == '/' || path[pl] == '\0' ||
                                                    path[pl] == '?');
-    snprintf(out, n, "%s%s%s", m->url, has ? "" : prefix, path);
+    int len = snprintf(out, n, "%s%s%s", m->url, has ? "" : prefix, path);
+    return len < 0 || (size_t)len >= n ? -ENAMETOOLONG : 0;
 }
 
 int t_api_h(const struct msd *m, const char *method, const char *path, const char *body,
@@ -252,8 +254,8 @@ int t_api_h(const struct msd *m, const char *method, const char *path, const cha
     for (size_t i = 0; extra_headers && extra_headers[i] && n < 31; i++)
         h[n++] = extra_headers[i];
     h[n] = NULL;
-    make_url(url, sizeof url, m, "/v1", path);
-    return t_http(method, url, body, h, r);
+    int rc = make_url(url, sizeof url, m, "/v1", path);
+    return rc ? rc : t_http(method, url, body, h, r);
 }
 
 int t_api(const struct msd *m, const char *method, const char *path, const char *body,
@@ -267,8 +269,8 @@ int t_admin(const struct msd *m, const char *method, const char *path, const cha
 {
     char url[4096];
     const char *h[] = {"x-admin-key: admin-key", NULL};
-    make_url(url, sizeof url, m, "/admin", path);
-    return t_http(method, url, body, h, r);
+    int rc = make_url(url, sizeof url, m, "/admin", path);
+    return rc ? rc : t_http(method, url, body, h, r);
 }
 
 void tresp_free(struct tresp *r)
@@ -347,7 +349,9 @@ int t_api_multi(const struct msd *m, const char *method, const char *path,
     int rc = 0;
 
     pthread_once(&global_once, global_init);
-    make_url(url, sizeof url, m, "/v1", path);
+    rc = make_url(url, sizeof url, m, "/v1", path);
+    if (rc)
+        return rc;
     if (parallel < 1)
         parallel = 1;
     if (parallel > 64)

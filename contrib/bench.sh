@@ -49,13 +49,16 @@ wake_here() { cat /sys/module/fuse/parameters/wake_here 2>/dev/null || echo "not
 # halts (haltpoll's window, 0: it halts at once) sets what waking a sleeping
 # caller costs (docs/operations.md, "The kernel's wake-ups").
 idle_cpus() {
-  local drv; drv=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null) || drv="none"
-  if [ "$drv" = haltpoll ] && [ -r /sys/module/haltpoll/parameters/guest_halt_poll_ns ]; then
-    echo "haltpoll, guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns)"
+  local drv ns
+  drv=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null) || drv="none"
+  if [ "$drv" = haltpoll ] && ns=$(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null); then
+    echo "haltpoll, guest_halt_poll_ns $ns"
   else
     echo "$drv"
   fi
 }
+# setting_span AT END: a setting read at the start and at the end of the run.
+setting_span() { [ "$1" = "$2" ] && echo "$1" || echo "$1 at the start, $2 at the end"; }
 WAKE_AT=$(wake_here)
 IDLE_AT=$(idle_cpus)
 
@@ -365,8 +368,7 @@ printf 'time in seconds; x tmpfs and x pt = that time / the time on tmpfs, on pa
 WAKE_END=$(wake_here)
 IDLE_END=$(idle_cpus)
 printf 'kernel %s, fuse wake_here: %s; idle: %s\n' "$(uname -r)" \
-  "$([ "$WAKE_AT" = "$WAKE_END" ] && echo "$WAKE_AT" || echo "$WAKE_AT at the start, $WAKE_END at the end")" \
-  "$([ "$IDLE_AT" = "$IDLE_END" ] && echo "$IDLE_AT" || echo "$IDLE_AT at the start, $IDLE_END at the end")"
+  "$(setting_span "$WAKE_AT" "$WAKE_END")" "$(setting_span "$IDLE_AT" "$IDLE_END")"
 printf '%-36s %10s %10s %10s' "" "secs" "x tmpfs" "x pt"
 [ -n "${BASELINE:-}" ] && printf ' %10s %10s %10s' "base secs" "x tmpfs" "x pt"
 printf '\n'

@@ -230,7 +230,8 @@ Test(mount_cache, a_cut_edit_of_an_evicted_file_puts_back_the_store_s_version)
 static void add_records_in(const char *dir, const char *st, int n, int n_old)
 {
     char db[400];
-    cr_assert_lt(snprintf(db, sizeof(db), "%s/cache.db", dir), (int)sizeof(db), "path too long: %s", dir);
+    cr_assert_lt(snprintf(db, sizeof(db), "%s/cache.db", dir), (int)sizeof(db),
+                 "path too long: %s", dir);
     sqlite3 *s;
     cr_assert_eq(sqlite3_open(db, &s), SQLITE_OK);
     sqlite3_busy_timeout(s, 5000);

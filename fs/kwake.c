@@ -11,7 +11,7 @@
  * about 4 us instead of 17, and a poll only keeps the CPU from the
  * caller whose next request it waits for: measured, creates, overwrites,
  * reads and `sed -i` are all faster without it (docs/architecture.md,
- * "Local operations").
+ * "Performance").
  *
  * The parameter can change while the daemon runs, so it is read again at
  * most once a second, by whichever thread asks first after that (a

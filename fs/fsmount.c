@@ -82,6 +82,33 @@ static bool has_opt(const char *opts, const char *opt)
     return false;
 }
 
+/* Whether the kernel must check the modes (default_permissions) for the
+ * processes it lets into the mount.  Not when all of them are the files'
+ * owner and the owner's bits grant everything (rw- for files, rwx for
+ * directories, so --umask leaves 0700 alone): the checks would then refuse
+ * nothing but exec of a file, which the kernel refuses by itself (no x
+ * bit), and access(2) and chdir, which the daemon answers from the same
+ * modes (ops.c, op_access).  Without -o allow_other or allow_root, and the
+ * files given to the daemon's own user, the kernel lets in only processes
+ * whose user and group are all the mounter's (and, with the fuse module's
+ * allow_sys_admin_access set, any process holding CAP_SYS_ADMIN: the checks
+ * stay then).  Left out, they spare a round trip: the kernel asks the
+ * directory's attributes again (GETATTR) at the next path walk after each
+ * entry made or removed in it, to check them (docs/architecture.md,
+ * "Performance").  An explicit -o default_permissions keeps them. */
+static bool needs_mode_checks(const struct mount_opts *o)
+{
+    if (shared_by_owner(o) || o->uid != geteuid() || o->uid != getuid() || (o->umask & 0700) ||
+        has_opt(o->fuse_opts, "allow_other") || has_opt(o->fuse_opts, "allow_root") ||
+        has_opt(o->fuse_opts, "default_permissions"))
+        return true;
+    FILE *f = fopen("/sys/module/fuse/parameters/allow_sys_admin_access", "re");
+    int c = f ? fgetc(f) : 'N';
+    if (f)
+        fclose(f);
+    return c == 'Y' || c == 'y' || c == '1';
+}
+
 /* What libfuse is given to mount on.  As root, the directory mountdir_make
  * opened (/proc/self/fd/N): a part of the path swapped for a link since
  * cannot move the mount (a user's fusermount3 makes that check itself).
@@ -104,9 +131,9 @@ int fsmount_start(struct fs_store *s, const struct mount_opts *o)
     /* The caller's -o options first: the daemon's own come after and win
      * (a later "rw" cleared the kernel's read-only flag of a read-only
      * store; an "fsname=" hid the mount from the dead-mount cleanup). */
-    int n = snprintf(opts, sizeof(opts),
-                     "%s%sfsname=memstorefs:%s,subtype=memstorefs,default_permissions%s%s",
+    int n = snprintf(opts, sizeof(opts), "%s%sfsname=memstorefs:%s,subtype=memstorefs%s%s%s",
                      o->fuse_opts ? o->fuse_opts : "", o->fuse_opts ? "," : "", s->id,
+                     needs_mode_checks(o) ? ",default_permissions" : "",
                      shared_by_owner(o) ? ",allow_other" : "", s->read_only ? ",ro" : "");
     if (n < 0 || (size_t)n >= sizeof(opts)) {
         fprintf(stderr, "memstorefs: the -o options are too long (memory_store_id=%s)\n", s->id);

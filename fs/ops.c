@@ -206,6 +206,43 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     fuse_reply_attr(req, &st, FS_TIMEOUT);
 }
 
+/* access(2) and chdir: the kernel asks only a mount without its own mode
+ * checks (fsmount.c, needs_mode_checks), and the answer is the one those
+ * checks would give: root may read and write anything and execute what has
+ * an x bit (a directory always), the others as the modes' owner, group
+ * (the primary group: only the owner gets into such a mount) or other bits
+ * allow; writing to a read-only store is EROFS. */
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+    struct fs_store *s = store_of(req);
+    bool dir = false;
+    mode_t mode;
+    if (ino == CACHE_INO_MARKER) {
+        mode = 0444 & ~s->umask;
+    } else {
+        struct cnode n;
+        int rc = ops_getnode(s, fs_to_row(s, ino), &n);
+        if (rc) {
+            fuse_reply_err(req, -rc);
+            return;
+        }
+        dir = n.is_dir;
+        cnode_clear(&n);
+        mode = ops_mode(s, dir);
+    }
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    int err = 0;
+    if ((mask & W_OK) && s->read_only)
+        err = EROFS;
+    else if (ctx->uid == 0)
+        err = (mask & X_OK) && !dir && !(mode & 0111) ? EACCES : 0;
+    else {
+        mode_t bits = ctx->uid == s->uid ? mode >> 6 : ctx->gid == s->gid ? mode >> 3 : mode;
+        err = (mask & (R_OK | W_OK | X_OK)) & ~bits ? EACCES : 0;
+    }
+    fuse_reply_err(req, err);
+}
+
 /* Directory offsets: 1 after ".", 2 after "..", 3 after the marker (root
  * only), and child row + 3 after each child (rows are > 2, children are
  * listed in row order, so offsets only grow). */
@@ -716,11 +753,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     s->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
         conn->want &= ~FUSE_CAP_EXPORT_SUPPORT;
-    /* The kernel then caches each inode's (absent) ACL instead of asking
-     * for system.posix_acl_access at every ls -l; there are none to
-     * enforce (setting one is ENOTSUP, xattr.c), so the modes decide. */
-    if (!s->no_xattrs && (conn->capable & FUSE_CAP_POSIX_ACL))
-        conn->want |= FUSE_CAP_POSIX_ACL;
+    /* No FUSE_CAP_POSIX_ACL: the mount keeps no ACLs (getting or setting
+     * one is ENOTSUP, xattr.c), and the kernel would turn its own mode
+     * checks on with it, which a private mount leaves out (fsmount.c). */
+    conn->want &= ~FUSE_CAP_POSIX_ACL;
 }
 
 const struct fuse_lowlevel_ops fs_ops = {
@@ -729,6 +765,7 @@ const struct fuse_lowlevel_ops fs_ops = {
     .forget = op_forget,
     .forget_multi = op_forget_multi,
     .getattr = op_getattr,
+    .access = op_access,
     .setattr = ops_setattr,
     .mknod = ops_mknod,
     .mkdir = ops_mkdir,

@@ -15,17 +15,18 @@
  * where EPERM would make them report an error for every file copied
  * within a mount.  A getxattr of another name is answered at once,
  * without touching the cache:
- *  - another user.* name, or system.posix_acl_access / _default (asked
- *    once an inode, the kernel caching the answer: FUSE_CAP_POSIX_ACL in
- *    ops.c, and taking ENODATA as "no ACL" where ENOTSUP would be an
- *    error): ENODATA, the name is not set;
- *  - any other namespace (security.*, trusted.*, the rest of system.*):
- *    ENOTSUP, the namespace is not kept here, as on a filesystem without
- *    a handler for it.  ls -l asks security.selinux of every file and
- *    takes ENOTSUP as "this device has no labels", asking no more for the
- *    rest of its run: one GETXATTR for a whole ls -lR instead of one a
- *    file.  The kernel's security.capability check before an inode's
- *    first write (fuseio.c, KILLPRIV_V2) reads either answer as "none". */
+ *  - another user.* name: ENODATA, the name is not set;
+ *  - any other namespace (security.*, trusted.*, system.*, the POSIX ACLs
+ *    included): ENOTSUP, the namespace is not kept here, as on a
+ *    filesystem without a handler for it (or, for the ACLs, built without
+ *    ACL support: getfacl shows the modes as the ACL).  ls -l asks
+ *    security.selinux and system.posix_acl_access of every file and takes
+ *    ENOTSUP as "not on this device", asking no more for the rest of its
+ *    run: two GETXATTRs for a whole ls -lR instead of two a file.  The
+ *    kernel asks the daemon for an ACL only when a program does: without
+ *    FUSE_CAP_POSIX_ACL (ops.c) it never reads ACLs for its own checks.
+ *    Its security.capability check before an inode's first write
+ *    (fuseio.c, KILLPRIV_V2) reads ENOTSUP as "none". */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,8 +51,7 @@ static bool ours(const char *name)
 /* A name of a namespace the mount keeps (empty here but for ours). */
 static bool kept_namespace(const char *name)
 {
-    return strncmp(name, "user.", 5) == 0 || strcmp(name, "system.posix_acl_access") == 0 ||
-           strcmp(name, "system.posix_acl_default") == 0;
+    return strncmp(name, "user.", 5) == 0;
 }
 
 /* The value of attribute i ("" when the file has none). */

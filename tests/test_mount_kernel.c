@@ -4,12 +4,15 @@
  *   - writes after an inode's first ask for no privilege check
  *     (FUSE_HANDLE_KILLPRIV_V2): 20 writes cost at most one GETXATTR,
  *     where the kernel asked security.capability before each (20);
- *   - an inode's ACL is asked once and cached (FUSE_CAP_POSIX_ACL): a
- *     second ls -l asks only security.selinux, one GETXATTR a file, not two;
- *   - a namespace the mount keeps nothing in (security.*, trusted.*) is
- *     ENOTSUP, which ls takes as "no labels on this device": a second
- *     ls -lR of 41 files in three directories asks 4 GETXATTRs at most,
- *     where asking security.selinux of each file made it 46 (ENODATA);
+ *   - a namespace the mount keeps nothing in (security.*, trusted.*, the
+ *     POSIX ACLs) is ENOTSUP, which ls takes as "not on this device": a
+ *     second ls -l of 20 files asks 22 GETXATTRs at most (it asked 42:
+ *     each file's ACL and labels), a second ls -lR of 41 files in three
+ *     directories 4 at most, where asking security.selinux of each file
+ *     made it 46 (ENODATA);
+ *   - a private mount leaves the kernel's mode checks out (fs/fsmount.c):
+ *     20 files made in a directory ask its attributes (GETATTR) once at
+ *     most, not once each, and access(2) is answered from the modes;
  *   - and what stays true: no ACL, no set-ID bit and no capability can be
  *     set, so nothing ever needs dropping; --no-xattrs asks nothing.
  * Each count failed before: no kernel object in status, 20 GETXATTRs for
@@ -119,7 +122,7 @@ Test(mount_kernel, nothing_can_need_dropping)
     cr_expect_eq(setxattr(p, "system.posix_acl_access", acl, sizeof(acl), 0), -1);
     cr_expect(errno == ENOTSUP || errno == EOPNOTSUPP, "setting an ACL: %s", strerror(errno));
     cr_expect_eq(getxattr(p, "system.posix_acl_access", NULL, 0), -1);
-    cr_expect_eq(errno, ENODATA);
+    cr_expect_eq(errno, ENOTSUP);
     struct stat st;
     cr_assert_eq(stat(p, &st), 0);
     cr_expect_eq(st.st_mode & 07777, 0644);
@@ -164,8 +167,8 @@ Test(mount_kernel, an_inode_acl_is_asked_once)
     cr_assert_eq(sy_run(&out, "ls -l d > /dev/null"), 0, "%s", out);
     free(out);
     long g1 = requests("GETXATTR");
-    /* One a file (security.selinux) and one for the directory: 22 at most,
-     * where asking each ACL again made it 42. */
+    /* 22 at most, where asking each file's ACL and labels made it 42 (ls
+     * stops asking both at the first ENOTSUP). */
     cr_expect_leq(g1 - g0, 22, "a second ls -l of 20 files asked %ld GETXATTRs", g1 - g0);
     /* The user.memstore.* attributes are still asked and answered. */
     cr_assert_eq(sy_run(&out, "getfattr -n user.memstore.state --only-values d/f1.md"), 0, "%s",
@@ -195,13 +198,14 @@ Test(mount_kernel, ls_asks_for_labels_once_a_run)
     char p[512];
     snprintf(p, sizeof(p), "%s/d/f1.md", mnt);
     const char *unkept[] = {"security.selinux", "security.capability", "trusted.x",
-                            "system.nfs4_acl"};
+                            "system.nfs4_acl", "system.posix_acl_access",
+                            "system.posix_acl_default"};
     for (size_t i = 0; i < sizeof(unkept) / sizeof(unkept[0]); i++) {
         errno = 0;
         cr_expect_eq(getxattr(p, unkept[i], NULL, 0), -1, "%s", unkept[i]);
         cr_expect_eq(errno, ENOTSUP, "%s: %s", unkept[i], strerror(errno));
     }
-    const char *kept[] = {"user.other", "user.memstore.nothing", "system.posix_acl_access"};
+    const char *kept[] = {"user.other", "user.memstore.nothing"};
     for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
         errno = 0;
         cr_expect_eq(getxattr(p, kept[i], NULL, 0), -1, "%s", kept[i]);
@@ -219,6 +223,67 @@ Test(mount_kernel, no_xattrs_asks_nothing)
     cr_assert_eq(sy_run(&out, "ls -l . > /dev/null; ls -l . > /dev/null"), 0, "%s", out);
     free(out);
     cr_expect_leq(requests("GETXATTR") - g0, 1, "--no-xattrs still asks the daemon");
+}
+
+/* A private mount (root's own, no allow_other) has no kernel mode checks:
+ * every process the kernel lets in owns the files, whose modes grant it
+ * everything (fs/fsmount.c).  Without them the kernel does not ask a
+ * directory's attributes again at the next path walk after each file made
+ * in it; access(2) and chdir are answered by the daemon (FUSE_ACCESS) as
+ * the checks would answer them.  Failed before: default_permissions in the
+ * mount's options, and 20 GETATTRs for 20 files. */
+Test(mount_kernel, a_private_mount_leaves_the_mode_checks_out)
+{
+    sy_mount(false, "");
+    cr_expect(!mnt_has_option(mnt, "default_permissions"), "a private mount checks modes");
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "mkdir d"), 0, "%s", out);
+    free(out);
+    long a0 = requests("GETATTR");
+    for (int i = 0; i < 20; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "d/n%02d.md", i);
+        write_chunks(name, O_CREAT | O_EXCL, 1);
+    }
+    long a1 = requests("GETATTR");
+    cr_expect_leq(a1 - a0, 1, "20 files made in a directory asked %ld GETATTRs", a1 - a0);
+    /* What access(2) says, as the modes (0644, 0755) say it for root. */
+    char f[512], d[512], m[512];
+    snprintf(f, sizeof(f), "%s/d/n00.md", mnt);
+    snprintf(d, sizeof(d), "%s/d", mnt);
+    snprintf(m, sizeof(m), "%s/.anthropic-memory-store", mnt);
+    long c0 = requests("ACCESS");
+    cr_expect_eq(access(f, R_OK | W_OK), 0, "%s", strerror(errno));
+    errno = 0;
+    cr_expect_eq(access(f, X_OK), -1, "a file of mode 0644 is executable");
+    cr_expect_eq(errno, EACCES, "%s", strerror(errno));
+    cr_expect_eq(access(d, R_OK | W_OK | X_OK), 0, "%s", strerror(errno));
+    cr_expect_eq(access(m, R_OK), 0, "%s", strerror(errno));
+    cr_expect_gt(requests("ACCESS") - c0, 0, "access(2) was not asked of the daemon");
+    cr_expect_eq(access(f, F_OK), 0);
+    /* exec and cd, and the shell's tests, as before. */
+    cr_assert_neq(sy_run(&out, "d/n00.md"), 0, "a file of mode 0644 ran");
+    cr_expect(out && strstr(out, "Permission denied"), "%s", out);
+    free(out);
+    cr_assert_eq(sy_run(&out, "cd d && test -r n00.md && test -w n00.md && ! test -x n00.md && "
+                              "test -x . && test -w . && echo ok"), 0, "%s", out);
+    cr_expect_str_eq(out, "ok\n");
+    free(out);
+}
+
+/* The checks stay wherever they can refuse something: a --umask that takes
+ * the owner's bits, files given to another user (test_security_files.c),
+ * -o allow_other, or asked for with -o default_permissions. */
+Test(mount_kernel, mode_checks_stay_where_they_can_refuse)
+{
+    const char *const extra[] = {"--umask 200", "-o allow_other", "-o default_permissions"};
+    for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++) {
+        if (i == 0)
+            sy_mount(false, extra[i]);
+        else
+            sy_remount(extra[i]);
+        cr_expect(mnt_has_option(mnt, "default_permissions"), "%s: no mode checks", extra[i]);
+    }
 }
 
 /* The fuse module's wake_here parameter (fs/kwake.c), as this test found

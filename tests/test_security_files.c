@@ -3,7 +3,8 @@
  * Another local account (made by the test, users.h) tries to read the
  * cache database and its WAL/SHM files, to append to the log, and to read
  * and write through mounts made by root with the default ownership, with
- * --uid/--gid naming that account, with --umask and with -o allow_other.
+ * --uid/--gid naming that account, with --umask and with -o allow_other;
+ * and what the account may do in a mount of its own.
  * Everything lives in TU_DIR (0755), so only the modes memstorefs sets
  * stand between the other account and the files. */
 #include <criterion/criterion.h>
@@ -45,6 +46,8 @@ static void teardown(void)
         swapper = 0;
     }
     mnt_sh(&E, NULL, "timeout 60 $MFS unmount --all >/dev/null 2>&1");
+    if (other.uid)
+        tu_sh(&E, &other, NULL, "timeout 60 $MFS unmount --all >/dev/null 2>&1");
     tu_teardown();
     mnt_teardown(&E);
     free(store);
@@ -334,6 +337,46 @@ Test(security_files, allow_other_opens_reading_to_every_account)
     free(out);
     rc = tu_sh(&E, &other, &out, "echo x >> '%s/pub/s/notes/a.md'", TU_DIR);
     cr_expect_neq(rc, 0, "another account wrote to a root file of mode 0644");
+    free(out);
+}
+
+/* An account's own mount: every process the kernel lets in is the files'
+ * owner, so the kernel's mode checks (default_permissions) are left out
+ * (fs/fsmount.c) and the daemon answers access(2) from the modes; a
+ * --umask that takes the owner's write bit keeps them, and the owner is
+ * refused the writes the modes refuse.  Failed before: default_permissions
+ * on every mount. */
+static void own_mount(const char *extra)
+{
+    char *out = NULL;
+    int rc = tu_sh(&E, &other, &out, "$MFS mount --store '%s:'\"$HOME_DIR\"/m --cache-dir "
+                                     "\"$HOME_DIR\"/cache --sync-interval 5 %s", store, extra);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+}
+
+Test(security_files, own_mount_checks_modes_only_where_they_refuse)
+{
+    char *out = NULL, m[400];
+    snprintf(m, sizeof(m), "%s/m", other.home);
+    own_mount("");
+    cr_expect(!mnt_has_option(m, "default_permissions"), "the owner's own mount checks modes");
+    int rc = tu_sh(&E, &other, &out, "cd \"$HOME_DIR\"/m/notes && echo more >> a.md && cat a.md && "
+                                 "test -w a.md && ! test -x a.md && test -x . && echo new > b.md && "
+                                 "{ (./a.md) 2>/dev/null; echo \"exec $?\"; }");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect_str_eq(out, "secret\nmore\nexec 126\n");
+    free(out);
+    cr_assert_eq(tu_sh(&E, &other, &out, "$MFS unmount --all"), 0, "%s", out);
+    free(out);
+
+    own_mount("--umask 222");
+    cr_expect(mnt_has_option(m, "default_permissions"), "--umask 222 left the checks out");
+    rc = tu_sh(&E, &other, &out, "cd \"$HOME_DIR\"/m/notes && cat a.md && ! test -w a.md && "
+                                 "! test -w . && { echo x >> a.md; } 2>&1; echo x > c.md");
+    cr_expect_neq(rc, 0, "the owner wrote what --umask 222 made read-only: %s", out);
+    cr_expect(out && strstr(out, "secret\nmore\n") && strstr(out, "Permission denied"), "%s",
+              out);
     free(out);
 }
 

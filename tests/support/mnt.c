@@ -150,6 +150,27 @@ bool mnt_is_mounted(const char *path)
     return found;
 }
 
+bool mnt_has_option(const char *path, const char *opt)
+{
+    FILE *f = fopen("/proc/self/mounts", "r");
+    cr_assert_not_null(f, "cannot read /proc/self/mounts");
+    char line[8192], mp[4096], opts[4096];
+    bool found = false, has = false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        /* source mountpoint type options 0 0 */
+        if (sscanf(line, "%*s %4095s %*s %4095s", mp, opts) == 2 && strcmp(mp, path) == 0) {
+            found = true;
+            size_t n = strlen(opt);
+            for (const char *p = opts; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+                if (strncmp(p, opt, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+                    has = true;
+        }
+    }
+    fclose(f);
+    cr_assert(found, "%s is not mounted", path);
+    return has;
+}
+
 char *mnt_read(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

@@ -74,6 +74,9 @@ void mnt_mount_dead(const struct mnt_env *e, const char *store, const char *name
 
 /* True when path is a mount point now (from /proc/self/mountinfo). */
 bool mnt_is_mounted(const char *path);
+/* Whether the mount at path (asserted mounted) has the mount option opt
+ * (a whole option, as /proc/self/mounts lists them). */
+bool mnt_has_option(const char *path, const char *opt);
 /* Reads a whole file (malloc'd, NUL-terminated) or NULL. */
 char *mnt_read(const char *path, size_t *len);
 /* Writes body as the whole file at path (created, truncated) with one

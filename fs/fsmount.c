@@ -238,8 +238,9 @@ void daemon_teardown_store(struct fs_store *s)
         if (was_mounted && !ended) {
             struct stat st; /* served by the loop; looked up from the parent held open */
             const char *name = strrchr(s->mount_path, '/') + 1;
-            bool have_dev = s->parent_fd >= 0 ? fstatat(s->parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
-                                              : stat(s->mount_path, &st) == 0;
+            bool have_dev = s->parent_fd >= 0
+                                ? fstatat(s->parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
+                                : stat(s->mount_path, &st) == 0;
             fuse_session_exit(s->se);
             fuse_session_unmount(s->se); /* lazy: busy files keep the connection */
             for (int i = 0; i < 40 && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE); i++)

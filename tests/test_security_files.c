@@ -340,12 +340,7 @@ Test(security_files, allow_other_opens_reading_to_every_account)
     free(out);
 }
 
-/* An account's own mount: every process the kernel lets in is the files'
- * owner, so the kernel's mode checks (default_permissions) are left out
- * (fs/fsmount.c) and the daemon answers access(2) from the modes; a
- * --umask that takes the owner's write bit keeps them, and the owner is
- * refused the writes the modes refuse.  Failed before: default_permissions
- * on every mount. */
+/* The store mounted by the other account at ~/m, with extra options. */
 static void own_mount(const char *extra)
 {
     char *out = NULL;
@@ -355,15 +350,22 @@ static void own_mount(const char *extra)
     free(out);
 }
 
+/* An account's own mount: every process the kernel lets in is the files'
+ * owner, so the kernel's mode checks (default_permissions) are left out
+ * (fs/fsmount.c) and the daemon answers access(2) from the modes; a
+ * --umask that takes the owner's write bit keeps them, and the owner is
+ * refused the writes the modes refuse.  Failed before: default_permissions
+ * on every mount. */
 Test(security_files, own_mount_checks_modes_only_where_they_refuse)
 {
     char *out = NULL, m[400];
     snprintf(m, sizeof(m), "%s/m", other.home);
     own_mount("");
     cr_expect(!mnt_has_option(m, "default_permissions"), "the owner's own mount checks modes");
-    int rc = tu_sh(&E, &other, &out, "cd \"$HOME_DIR\"/m/notes && echo more >> a.md && cat a.md && "
-                                 "test -w a.md && ! test -x a.md && test -x . && echo new > b.md && "
-                                 "{ (./a.md) 2>/dev/null; echo \"exec $?\"; }");
+    int rc = tu_sh(&E, &other, &out,
+                   "cd \"$HOME_DIR\"/m/notes && echo more >> a.md && cat a.md && test -w a.md && "
+                   "! test -x a.md && test -x . && echo new > b.md && "
+                   "{ (./a.md) 2>/dev/null; echo \"exec $?\"; }");
     cr_expect_eq(rc, 0, "%s", out);
     cr_expect_str_eq(out, "secret\nmore\nexec 126\n");
     free(out);

@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "fs.h"
 #include "fsloop.h"
+#include "kwake.h"
 #include "log.h"
 #include "mountdir.h"
 #include "runtime.h"
@@ -102,11 +103,7 @@ static bool needs_mode_checks(const struct mount_opts *o)
         has_opt(o->fuse_opts, "allow_other") || has_opt(o->fuse_opts, "allow_root") ||
         has_opt(o->fuse_opts, "default_permissions"))
         return true;
-    FILE *f = fopen("/sys/module/fuse/parameters/allow_sys_admin_access", "re");
-    int c = f ? fgetc(f) : 'N';
-    if (f)
-        fclose(f);
-    return c == 'Y' || c == 'y' || c == '1';
+    return kwake_fuse_param("allow_sys_admin_access") == 1;
 }
 
 /* What libfuse is given to mount on.  As root, the directory mountdir_make

@@ -1,7 +1,9 @@
 /* kwake.c - whether the kernel wakes the daemon where the request was
  * made, as some kernels' fuse module offers (its `wake_here` parameter,
  * /sys/module/fuse/parameters/wake_here, a host setting only root
- * changes; what we know of it is its measured effect).
+ * changes; what we know of it is its measured effect).  Also the reader
+ * of the fuse module's other boolean parameters (kwake_fuse_param: the
+ * mount reads allow_sys_admin_access, fsmount.c).
  *
  * Why the daemon cares: the request loop (fsloop.c) polls the device for
  * a short window after each answer, so that the next request of a burst
@@ -27,18 +29,19 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
-#define KWAKE_PATH "/sys/module/fuse/parameters/wake_here"
 #define KWAKE_EVERY_US 1000000
 
 static int state = -2;              /* -2: never read */
 static int64_t read_at = INT64_MIN; /* when it was last read (us) */
 
-/* 1, 0, or -1 when the kernel has no such parameter. */
-static int read_param(void)
+int kwake_fuse_param(const char *name)
 {
-    int fd = open(KWAKE_PATH, O_RDONLY | O_CLOEXEC);
+    char path[128];
+    snprintf(path, sizeof(path), "/sys/module/fuse/parameters/%s", name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? -1 : 0;
     char c = 0;
@@ -58,7 +61,7 @@ int kwake_state(int64_t now_us)
     if (!__atomic_compare_exchange_n(&read_at, &at, now_us, false, __ATOMIC_RELAXED,
                                      __ATOMIC_RELAXED))
         return s == -2 ? 0 : s; /* another thread reads it */
-    s = read_param();
+    s = kwake_fuse_param("wake_here");
     __atomic_store_n(&state, s, __ATOMIC_RELAXED);
     return s;
 }

@@ -6,6 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A boolean parameter of the fuse module, read now: 1 (Y), 0 (N, or a
+ * file that cannot be read), or -1 when this kernel has no such parameter. */
+int kwake_fuse_param(const char *name);
+
 /* The parameter's value as last read: 1 (Y), 0 (N), or -1 when this
  * kernel has no such parameter.  Read again when the last reading is a
  * second old or more; now_us: CLOCK_MONOTONIC in microseconds. */

@@ -186,24 +186,30 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
     fuse_reply_none(req);
 }
 
-static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* The attributes of kernel inode ino, the marker's included: 0 or -errno. */
+static int attr_of(struct fs_store *s, fuse_ino_t ino, struct stat *st)
 {
-    struct fs_store *s = store_of(req);
-    struct stat st;
     if (ino == CACHE_INO_MARKER) {
-        marker_attr(s, &st);
-        fuse_reply_attr(req, &st, FS_TIMEOUT);
-        return;
+        marker_attr(s, st);
+        return 0;
     }
     struct cnode n;
     int rc = ops_getnode(s, fs_to_row(s, ino), &n);
-    if (rc) {
-        fuse_reply_err(req, -rc);
-        return;
-    }
-    fill_attr(s, &n, &st);
+    if (rc)
+        return rc;
+    fill_attr(s, &n, st);
     cnode_clear(&n);
-    fuse_reply_attr(req, &st, FS_TIMEOUT);
+    return 0;
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct stat st;
+    int rc = attr_of(store_of(req), ino, &st);
+    if (rc)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_attr(req, &st, FS_TIMEOUT);
 }
 
 /* access(2) and chdir: the kernel asks only a mount without its own mode
@@ -215,21 +221,14 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
     struct fs_store *s = store_of(req);
-    bool dir = false;
-    mode_t mode;
-    if (ino == CACHE_INO_MARKER) {
-        mode = 0444 & ~s->umask;
-    } else {
-        struct cnode n;
-        int rc = ops_getnode(s, fs_to_row(s, ino), &n);
-        if (rc) {
-            fuse_reply_err(req, -rc);
-            return;
-        }
-        dir = n.is_dir;
-        cnode_clear(&n);
-        mode = ops_mode(s, dir);
+    struct stat st;
+    int rc = attr_of(s, ino, &st);
+    if (rc) {
+        fuse_reply_err(req, -rc);
+        return;
     }
+    bool dir = S_ISDIR(st.st_mode);
+    mode_t mode = st.st_mode & 07777;
     const struct fuse_ctx *ctx = fuse_req_ctx(req);
     int err = 0;
     if ((mask & W_OK) && s->read_only)

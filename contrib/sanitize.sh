@@ -7,7 +7,8 @@
 # test fails or when any report file exists, leaks included.
 # Usage: contrib/sanitize.sh [extra ctest arguments]
 # Environment: SAN_BUILD_DIR (default build-san), SAN_REPORTS (default: a
-# fresh directory under /tmp; kept when reports were found).
+# fresh directory under /tmp; kept when reports were found), MFS_TEST_JOBS
+# (suites run at once, as contrib/test.sh: default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +27,7 @@ export UBSAN_OPTIONS="log_path=$REPORTS/ubsan:print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS="log_path=$REPORTS/lsan"
 
 status=0
-ctest --test-dir "$BUILD" --output-on-failure --timeout 600 "$@" || status=1
+ctest --test-dir "$BUILD" --output-on-failure --timeout 600 -j"${MFS_TEST_JOBS:-2}" "$@" || status=1
 
 reports=$(find "$REPORTS" -type f | sort)
 count=$(printf '%s' "$reports" | grep -c . || true)

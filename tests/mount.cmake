@@ -28,8 +28,11 @@ endforeach()
 # Security (issue 10): attacks from a second local user the tests create
 # (support/users.c), run through real mounts.
 target_sources(mfs_testsupport PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/support/users.c)
+# They add and remove those users and open /dev/fuse to them (host state):
+# one of them at a time, whatever ctest's -j.
 foreach(area runtime files)
   mfs_add_test(test_security_${area} test_security_${area}.c TIMEOUT 300 LABELS mount security)
+  set_tests_properties(test_security_${area} PROPERTIES RESOURCE_LOCK host_users)
 endforeach()
 mfs_add_test(test_security_bounds test_security_bounds.c test_mount_sync_util.c TIMEOUT 300
              LABELS mount security LIBS PkgConfig::SQLITE3)

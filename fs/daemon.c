@@ -56,6 +56,7 @@
 #include "http.h"
 #include "log.h"
 #include "mountdir.h"
+#include "ops.h"
 #include "private.h"
 #include "rules.h"
 #include "runtime.h"
@@ -282,6 +283,23 @@ static int setup_stores(struct mount_opts *o)
         log_warn("MEMSTOREFS_TEST_HOLD_SAVER=1: the cache commits recent closes only with "
                  "other writes (a switch for crash tests; closes stay durable in the journal)",
                  NULL, NULL);
+    }
+    /* The race tests' switch (tests/test_mount_cache.c): an open's thread
+     * waits after its answer, so that the opener's close runs first on
+     * another thread.  Said in the log: it slows every open. */
+    const char *pause = getenv("MEMSTOREFS_TEST_PAUSE_OPEN_MS");
+    if (pause) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long ms = strtoul(pause, &end, 10);
+        if (errno || end == pause || *end || *pause == '-' || ms < 1 || ms > 10000) {
+            log_warn("MEMSTOREFS_TEST_PAUSE_OPEN_MS is not a number of milliseconds from 1 to "
+                     "10000; ignored", "value", pause);
+        } else {
+            ops_pause_open_ms = (unsigned)ms;
+            log_warn("MEMSTOREFS_TEST_PAUSE_OPEN_MS is set: every open of a file waits that "
+                     "long after its answer (a switch for race tests)", "value", pause);
+        }
     }
     struct http_opts ho = {.base_url = D.cred.base_url, .api_key = D.cred.api_key,
                            .bearer = D.cred.bearer, .max_in_flight = 16, .max_retries = -1,

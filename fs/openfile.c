@@ -85,6 +85,15 @@ struct ofile *ofile_get(uint64_t row)
     return f;
 }
 
+void ofile_hold(struct ofile *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&table_lock);
+    f->refs++;
+    pthread_mutex_unlock(&table_lock);
+}
+
 void ofile_put(struct ofile *f)
 {
     if (!f)

@@ -79,6 +79,10 @@ struct ofile {
 struct ofile *ofile_get(uint64_t row);
 /* Drops a reference; the last one frees the entry (flush it before). */
 void ofile_put(struct ofile *f);
+/* One more reference to f, which the caller holds already (NULL: none):
+ * for work that goes on after an answer that lets another thread put
+ * the reference the caller had (fs/ops.c, op_open; ops_write.c). */
+void ofile_hold(struct ofile *f);
 
 /* Loading: the caller holds the entry's lock (ofile_lock) from reading
  * the node's hash in the cache to installing its bytes, so a flush (which

@@ -36,6 +36,8 @@
 #include "warm.h"
 #include "xattr.h"
 
+unsigned ops_pause_open_ms;
+
 #define store_of ops_store
 #define fill_attr ops_fill_attr
 #define is_marker ops_is_marker
@@ -671,12 +673,26 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     int rc = open_row(s, fs_to_row(s, ino), fi);
-    if (rc)
+    if (rc) {
         fuse_reply_err(req, -rc);
-    else if (fuse_reply_open(req, fi) != 0)
+        return;
+    }
+    /* Once answered, the opener may close at once, and an open that
+     * downloaded has handed the device to another thread (fsloop.c),
+     * which may run that close's RELEASE, freeing the handle and the
+     * handle's reference, before this thread goes on: the file is held
+     * here by a reference of its own. */
+    struct ofile *adopt = ops_fh_writer(fi) && !(fi->flags & O_TRUNC) ? ops_ofile(fi) : NULL;
+    ofile_hold(adopt);
+    if (fuse_reply_open(req, fi) != 0) {
         open_undo(fi); /* the open was interrupted: no release will come */
-    else if (ops_fh_writer(fi) && !(fi->flags & O_TRUNC))
-        ofile_adopt_new(ops_ofile(fi)); /* once answered: an open nobody got saves nothing */
+    } else {
+        if (ops_pause_open_ms)
+            usleep(ops_pause_open_ms * 1000u);
+        if (adopt)
+            ofile_adopt_new(adopt); /* once answered: an open nobody got saves nothing */
+    }
+    ofile_put(adopt);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

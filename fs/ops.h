@@ -66,6 +66,11 @@ static inline unsigned ops_fh_edit(const struct fuse_file_info *fi)
  * anything, so that nothing can fail after a change (an O_TRUNC open's
  * emptied buffer must not be saved for an open that failed).  ops_fh_free
  * at its release. */
+/* Tests only (MEMSTOREFS_TEST_PAUSE_OPEN_MS, fs/daemon.c): milliseconds an
+ * open's thread waits after its answer, before what follows it, so that
+ * the opener's close can run first on another thread.  0: never. */
+extern unsigned ops_pause_open_ms;
+
 void ops_set_fh(struct fuse_file_info *fi, struct ofile *f, struct ops_writer *w);
 void ops_fh_free(struct fuse_file_info *fi);
 

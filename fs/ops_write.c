@@ -415,6 +415,10 @@ static void flush_reply(fuse_req_t req, struct fuse_file_info *fi, enum ofile_fl
 {
     struct fs_store *s = ops_store(req);
     struct ofile *f = ops_ofile(fi);
+    /* The save goes on after the early answer, and a cut edit's save
+     * downloads first (ops_save), handing the device to another thread,
+     * which may then run the caller's RELEASE: f is held here too. */
+    ofile_hold(f);
     struct early e = {req, false};
     struct cache_then then = {answer_early, &e};
     int rc = f ? ops_save(s, f, ops_fh_edit(fi), why, why == OFILE_CLOSE ? &then : NULL) : 0;
@@ -423,6 +427,7 @@ static void flush_reply(fuse_req_t req, struct fuse_file_info *fi, enum ofile_fl
                   strerror(-rc));
     if (!e.sent)
         fuse_reply_err(req, -rc);
+    ofile_put(f);
 }
 
 /* A read-only descriptor's close or fsync saves nothing a writer still

@@ -414,6 +414,45 @@ Test(mount_cache, an_open_right_after_a_remote_edit_of_an_evicted_file_reads_it)
     free(id);
 }
 
+/* An open that downloads hands the device to another thread (fs/fsloop.c),
+ * which may run the opener's close before the open's own thread has gone
+ * on after its answer: here that thread waits 500 ms after each answer
+ * (MEMSTOREFS_TEST_PAUSE_OPEN_MS), so the append's write, close and
+ * release all run meanwhile.  Before the fix the open then read the
+ * writer's handle, which that release had freed (AddressSanitizer:
+ * heap-use-after-free in op_open; met once by chance in CI); the
+ * sanitizer stage of .ci/run stops the daemon at that read. */
+Test(mount_cache, an_open_that_downloads_outlives_its_own_close)
+{
+    static char c2000[2001];
+    memset(c2000, 'c', 2000);
+    char *id = t_create_memory(&E.msd, store, "/c.md", c2000);
+    cr_assert_not_null(id);
+    cr_assert_eq(setenv("MEMSTOREFS_TEST_PAUSE_OPEN_MS", "500", 1), 0);
+    char *out = NULL;
+    int rc = mnt_mount(&E, store, "s", false, "--cache-max-size 1K", &out);
+    unsetenv("MEMSTOREFS_TEST_PAUSE_OPEN_MS");
+    cr_assert_eq(rc, 0, "mount failed: %s", out);
+    cr_assert(out && strstr(out, "MEMSTOREFS_TEST_PAUSE_OPEN_MS is set"),
+              "the daemon did not take the switch: the test proves nothing: %s", out);
+    free(out);
+    cJSON_Delete(wait_evicted(2)); /* a.md and c.md */
+    long before = t_route_count(&E.msd, FETCH_ROUTE);
+    cr_expect_eq(sy_run(&out, "echo appended >> c.md && tail -c 9 c.md && wc -c < c.md"), 0,
+                 "%s", out);
+    cr_expect_str_eq(out ? out : "", "appended\n2009\n");
+    free(out);
+    cr_expect_gt(t_route_count(&E.msd, FETCH_ROUTE), before,
+                 "the append's open did not download: the test proves nothing");
+    /* The daemon lives on, and the append is pushed. */
+    sy_after_sync();
+    char *got = sy_content("/c.md");
+    cr_expect(got && strlen(got) == 2009 && strcmp(got + 2000, "appended\n") == 0,
+              "the store holds %zu bytes", got ? strlen(got) : 0);
+    free(got);
+    free(id);
+}
+
 /* Opens of many files not in the cache at once, while the server takes
  * its time: the mount's other requests are answered meanwhile.  Before
  * the fix, sixteen downloads took every thread of the mount, and nothing

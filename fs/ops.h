@@ -61,16 +61,16 @@ static inline unsigned ops_fh_edit(const struct fuse_file_info *fi)
     return w ? w->edit : OFILE_ANY;
 }
 
-/* Sets fi's handle for f: a reader's (w NULL), or a writer's, which joins
- * the edit in progress now.  w is malloc'd by the caller before it changes
- * anything, so that nothing can fail after a change (an O_TRUNC open's
- * emptied buffer must not be saved for an open that failed).  ops_fh_free
- * at its release. */
 /* Tests only (MEMSTOREFS_TEST_PAUSE_OPEN_MS, fs/daemon.c): milliseconds an
  * open's thread waits after its answer, before what follows it, so that
  * the opener's close can run first on another thread.  0: never. */
 extern unsigned ops_pause_open_ms;
 
+/* Sets fi's handle for f: a reader's (w NULL), or a writer's, which joins
+ * the edit in progress now.  w is malloc'd by the caller before it changes
+ * anything, so that nothing can fail after a change (an O_TRUNC open's
+ * emptied buffer must not be saved for an open that failed).  ops_fh_free
+ * at its release. */
 void ops_set_fh(struct fuse_file_info *fi, struct ofile *f, struct ops_writer *w);
 void ops_fh_free(struct fuse_file_info *fi);
 

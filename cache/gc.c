@@ -25,7 +25,7 @@
  * refused, not a new file, not open here, referenced by nothing else) is
  * dropped, least recently opened first.  The node keeps its hash and
  * records it in `evicted`: the prefetch leaves it alone, and an open
- * downloads it again (fs/ops.c ops_load -> syncer_fetch).  Dirty content,
+ * downloads it again (fs/ops_content.c ops_load -> syncer_fetch).  Dirty content,
  * baselines of dirty files, conflict records and uploads in flight are
  * never evicted.
  *

@@ -80,7 +80,7 @@ static int usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
-static int parse_int(const char *s, long min, long max, long *out)
+int cli_parse_int(const char *s, long min, long max, long *out)
 {
     char *end;
     errno = 0;
@@ -235,7 +235,7 @@ static int add_fuse_opt(struct mount_opts *o, const char *opt)
 static int parse_uid(const char *s, uid_t *out)
 {
     long v;
-    if (parse_int(s, 0, INT_MAX, &v) == 0) {
+    if (cli_parse_int(s, 0, INT_MAX, &v) == 0) {
         *out = (uid_t)v;
         return 0;
     }
@@ -297,28 +297,28 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
             rc = add_store(o, optarg);
             break;
         case O_INTERVAL:
-            if (parse_int(optarg, 5, 86400, &v))
+            if (cli_parse_int(optarg, 5, 86400, &v))
                 rc = usage_error("--sync-interval must be a number of seconds from 5 to 86400, "
                                  "got '%s'", optarg);
             else
                 o->sync_interval = (int)v;
             break;
         case O_FLUSH:
-            if (parse_int(optarg, 1, 3600, &v))
+            if (cli_parse_int(optarg, 1, 3600, &v))
                 rc = usage_error("--flush-timeout must be a number of seconds from 1 to 3600, "
                                  "got '%s'", optarg);
             else
                 o->flush_timeout = (int)v;
             break;
         case O_FETCH:
-            if (parse_int(optarg, 1, 3600, &v))
+            if (cli_parse_int(optarg, 1, 3600, &v))
                 rc = usage_error("--fetch-timeout must be a number of seconds from 1 to 3600, "
                                  "got '%s'", optarg);
             else
                 o->fetch_timeout = (int)v;
             break;
         case O_RESYNC:
-            if (parse_int(optarg, 0, 86400, &v) || (v > 0 && v < 30))
+            if (cli_parse_int(optarg, 0, 86400, &v) || (v > 0 && v < 30))
                 rc = usage_error("--full-resync must be 0 (only when the version feed cannot be "
                                  "used) or a number of seconds from 30 to 86400, got '%s'",
                                  optarg);
@@ -326,7 +326,7 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
                 o->full_resync = (int)v;
             break;
         case O_RPM:
-            if (parse_int(optarg, 0, 1000000, &v) || (v > 0 && v < 6))
+            if (cli_parse_int(optarg, 0, 1000000, &v) || (v > 0 && v < 6))
                 rc = usage_error("--max-requests-per-minute must be 0 (no cap) or a number from "
                                  "6 to 1000000, got '%s'", optarg);
             else
@@ -355,7 +355,7 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
                 rc = usage_error("--uid: no such user '%s'", optarg);
             break;
         case O_GID:
-            if (parse_int(optarg, 0, INT_MAX, &v))
+            if (cli_parse_int(optarg, 0, INT_MAX, &v))
                 rc = usage_error("--gid must be a numeric group id, got '%s'", optarg);
             else
                 o->gid = (gid_t)v;
@@ -413,14 +413,14 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o)
                                  "got '%s'", optarg);
             break;
         case O_CKEEP:
-            if (parse_int(optarg, 0, 1000000, &v))
+            if (cli_parse_int(optarg, 0, 1000000, &v))
                 rc = usage_error("--conflicts-keep must be a number of records from 0 (no "
                                  "limit) to 1000000, got '%s'", optarg);
             else
                 o->conflicts_keep = (int)v;
             break;
         case O_CAGE:
-            if (parse_int(optarg, 0, 36500, &v))
+            if (cli_parse_int(optarg, 0, 36500, &v))
                 rc = usage_error("--conflicts-max-age must be a number of days from 0 (no "
                                  "limit) to 36500, got '%s'", optarg);
             else

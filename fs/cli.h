@@ -45,6 +45,8 @@ int cli_parse_mount(int argc, char **argv, struct mount_opts *o);
 /* A size: a number of bytes with an optional K, M or G suffix (powers
  * of 1024, an optional "iB" or "B" after).  0 or -EINVAL. */
 int cli_parse_size(const char *s, uint64_t *out);
+/* A decimal integer from min to max, the whole string: 0 or -EINVAL. */
+int cli_parse_int(const char *s, long min, long max, long *out);
 /* p made absolute against the working directory (malloc'd; NULL with
  * errno set when the working directory cannot be read). */
 char *cli_abs_path(const char *p);

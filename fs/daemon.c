@@ -289,10 +289,8 @@ static int setup_stores(struct mount_opts *o)
      * another thread.  Said in the log: it slows every open. */
     const char *pause = getenv("MEMSTOREFS_TEST_PAUSE_OPEN_MS");
     if (pause) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long ms = strtoul(pause, &end, 10);
-        if (errno || end == pause || *end || *pause == '-' || ms < 1 || ms > 10000) {
+        long ms;
+        if (cli_parse_int(pause, 1, 10000, &ms)) {
             log_warn("MEMSTOREFS_TEST_PAUSE_OPEN_MS is not a number of milliseconds from 1 to "
                      "10000; ignored", "value", pause);
         } else {

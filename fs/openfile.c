@@ -2,36 +2,35 @@
  * shared by all its handles, so a reader sees what a writer wrote before
  * it is even flushed, and the inode's size is the buffer's.
  *
- * Lifecycle: ofile_get at open/create (and briefly for a truncate by
- * path), ofile_put at release.  The buffer is loaded once (ops_load reads
- * the node and its bytes from the cache and installs them, all under the
- * entry's lock, so it never installs bytes older than a flush), changed by write/truncate (dirty), and
- * written to the cache by ofile_flush at flush, fsync and release, so data
- * is durable when close(2) or fsync(2) returns.  Only content a writer
- * finished is pushed by a periodic sync: saved by fsync or by the release
- * of the last writable handle (a flush, the close of one descriptor, may
- * leave others of the same writer open: its content is held, pushed only
- * by the final sync).  At the unmount of its store, an edit no flush saved
- * is kept as a record (ofile_keep_unsaved_all, openfile_all.c), not as the file's content,
- * and the buffer stays (what its writer closes later is saved whole).  A clean buffer whose
- * cache content changed (a remote update) is dropped when the sync tells
- * the kernel (ofile_forget_clean), before the kernel drops its pages, and
- * the next read, open or getattr takes the cache's version.  A buffer
- * whose edit lost to the store while writers still hold it (lost: an
- * fsync that met the store's version, or a sync that kept their saved
- * content as a record, ofile_lost) stays theirs: each later save keeps it
- * as a record, and it is dropped when the last writer goes or a new
- * writer takes the file over (ofile_take_over, which gives up a cut edit
- * too).
+ * Lifecycle: ofile_get at open/create (and briefly for a truncate by path),
+ * ofile_put at release.  The buffer is loaded once (ops_load reads the node
+ * and its bytes from the cache and installs them, all under the entry's
+ * lock, so it never installs bytes older than a flush), changed by
+ * write/truncate (dirty), and written to the cache by ofile_flush at flush,
+ * fsync and release, so data is durable when close(2) or fsync(2) returns.
+ * Only content a writer finished is pushed by a periodic sync: saved by
+ * fsync or by the release of the last writable handle (a flush, the close
+ * of one descriptor, may leave others of the same writer open: its content
+ * is held, pushed only by the final sync).  At the unmount of its store, an
+ * edit no flush saved is kept as a record (ofile_keep_unsaved_all,
+ * openfile_all.c), not as the file's content, and the buffer stays (what
+ * its writer closes later is saved whole).  A clean buffer whose cache
+ * content changed (a remote update) is dropped when the sync tells the
+ * kernel (ofile_forget_clean), before the kernel drops its pages, and the
+ * next read, open or getattr takes the cache's version.  A buffer whose
+ * edit lost to the store while writers still hold it (lost: an fsync that
+ * met the store's version, or a sync that kept their saved content as a
+ * record, ofile_lost) stays theirs: each later save keeps it as a record,
+ * and it is dropped when the last writer goes or a new writer takes the
+ * file over (ofile_take_over, which gives up a cut edit too).
  *
  * Edits: an edit given up while writers of it still hold the file (a cut
  * edit's close put the file back; a new writer took over a lost or a cut
- * edit)
- * moves f->edit on, and the handles of the old one (ops.h, struct
- * ops_writer) are refused every later write, truncate and fsync, and
- * save nothing at their close: what they wrote would land on the version
- * the file went back to and be pushed as a mix.  They count as writers no
- * more (f->ended): a later writer's close is the last one, and its edit is
+ * edit) moves f->edit on, and the handles of the old one (ops.h, struct
+ * ops_writer) are refused every later write, truncate and fsync, and save
+ * nothing at their close: what they wrote would land on the version the
+ * file went back to and be pushed as a mix.  They count as writers no more
+ * (f->ended): a later writer's close is the last one, and its edit is
  * pushed, whether or not they are still open.
  *
  * Locking: the table lock guards the hash chains and refs; each entry's

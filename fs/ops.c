@@ -11,11 +11,11 @@
  *
  * Open files: every open of a file shares the inode's struct ofile
  * (openfile.c), loaded from the cache at open (downloading the content
- * first if the cache does not have it: ops_content.c); a reader's fi->fh points to it, a
- * writer's to a struct ops_writer (the ofile and the edit it joined), with
- * the low bit set (ops.h, OPS_FH_WRITER; 0 for the marker, whose bytes are
- * served from the store).  read serves from it, so
- * a reader sees what a writer wrote; release flushes and drops it.
+ * first if the cache does not have it: ops_content.c); a reader's fi->fh
+ * points to it, a writer's to a struct ops_writer (the ofile and the edit
+ * it joined), with the low bit set (ops.h, OPS_FH_WRITER; 0 for the
+ * marker, whose bytes are served from the store).  read serves from it,
+ * so a reader sees what a writer wrote; release flushes and drops it.
  * keep_cache lets the kernel keep pages across opens: the sync engine
  * invalidates exactly the inodes whose content changed (notify.c), and
  * local writes go through the kernel, which keeps its pages right. */

@@ -191,8 +191,9 @@ Test(mount_cache, an_evicted_file_renamed_over_another_keeps_its_content)
 
 /* /c.md, 2,000 bytes of 'c' (body, when not NULL, gets them), created in
  * the store, then mounted with a cache too small to keep its content: its
- * id (malloc'd) once it is evicted. */
-static char *evicted_c(char body[2001])
+ * id (malloc'd) once it is evicted.  mount_out, when not NULL, gets what
+ * the mount command printed (malloc'd). */
+static char *evicted_c(char body[2001], char **mount_out)
 {
     static char c2000[2001];
     memset(c2000, 'c', 2000);
@@ -200,7 +201,13 @@ static char *evicted_c(char body[2001])
         memcpy(body, c2000, 2001);
     char *id = t_create_memory(&E.msd, store, "/c.md", c2000);
     cr_assert_not_null(id);
-    sy_mount(false, "--cache-max-size 1K");
+    char *out = NULL;
+    int rc = mnt_mount(&E, store, "s", false, "--cache-max-size 1K", &out);
+    cr_assert_eq(rc, 0, "mount failed: %s", out);
+    if (mount_out)
+        *mount_out = out;
+    else
+        free(out);
     cJSON_Delete(wait_evicted(1));
     return id;
 }
@@ -212,7 +219,7 @@ static char *evicted_c(char body[2001])
 Test(mount_cache, a_cut_edit_of_an_evicted_file_puts_back_the_store_s_version)
 {
     static char body[2001];
-    free(evicted_c(body));
+    free(evicted_c(body, NULL));
     char *out = NULL;
     cr_expect_eq(sy_run(&out, "{ dd if=/dev/zero bs=150000 count=1 status=none > c.md; } 2>&1; "
                               "tr -d c < c.md | wc -c; wc -c < c.md"), 0, "%s", out);
@@ -374,7 +381,7 @@ Test(mount_cache, the_conflicts_commands_find_the_caches_of_the_mounts)
  * wrong, where a read of the same file said EIO. */
 Test(mount_cache, a_failed_download_at_an_open_is_an_io_error)
 {
-    free(evicted_c(NULL));
+    free(evicted_c(NULL, NULL));
     static const int status[] = {401, 400, 403};
     for (size_t i = 0; i < sizeof(status) / sizeof(status[0]); i++) {
         char f[300];
@@ -401,7 +408,7 @@ Test(mount_cache, a_failed_download_at_an_open_is_an_io_error)
  * longer (here the version feed answers in 3 s). */
 Test(mount_cache, an_open_right_after_a_remote_edit_of_an_evicted_file_reads_it)
 {
-    char *id = evicted_c(NULL);
+    char *id = evicted_c(NULL, NULL);
     sy_fault("{\"action\":\"latency\",\"latency_ms\":3000,\"count\":0,\"method\":\"GET\","
              "\"path\":\"/v1/memory_stores/*/memory_versions\"}");
     cr_assert_eq(sy_remote_update(id, "{\"content\":\"the store's new version\\n\"}"), 200);
@@ -424,15 +431,10 @@ Test(mount_cache, an_open_right_after_a_remote_edit_of_an_evicted_file_reads_it)
  * sanitizer stage of .ci/run stops the daemon at that read. */
 Test(mount_cache, an_open_that_downloads_outlives_its_own_close)
 {
-    static char c2000[2001];
-    memset(c2000, 'c', 2000);
-    char *id = t_create_memory(&E.msd, store, "/c.md", c2000);
-    cr_assert_not_null(id);
     cr_assert_eq(setenv("MEMSTOREFS_TEST_PAUSE_OPEN_MS", "500", 1), 0);
     char *out = NULL;
-    int rc = mnt_mount(&E, store, "s", false, "--cache-max-size 1K", &out);
+    char *id = evicted_c(NULL, &out);
     unsetenv("MEMSTOREFS_TEST_PAUSE_OPEN_MS");
-    cr_assert_eq(rc, 0, "mount failed: %s", out);
     cr_assert(out && strstr(out, "MEMSTOREFS_TEST_PAUSE_OPEN_MS is set"),
               "the daemon did not take the switch: the test proves nothing: %s", out);
     free(out);

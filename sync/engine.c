@@ -125,8 +125,12 @@ void engine_set_result(struct syncer *s, struct sstore *st, const char *result,
     pthread_mutex_lock(&s->lock);
     st->last = (int64_t)time(NULL);
     snprintf(st->result, sizeof(st->result), "%s", result);
-    if (rep)
+    if (rep) {
         st->rep = *rep;
+        st->done.pushed += rep->pushed;
+        st->done.deleted += rep->deleted;
+        st->done.conflicts += rep->conflicts;
+    }
     if (strcmp(result, "ok") == 0) {
         st->last_ok = st->last;
         st->failing_since = 0;
@@ -429,10 +433,23 @@ int syncer_sync_now(struct syncer *s, int idx, char *why, size_t whylen,
     }
     /* This sync's own report: a periodic one may end right after it. */
     struct syncer_report own = {0};
+    pthread_mutex_lock(&s->lock);
+    const struct syncer_report before = s->v[idx].done;
+    pthread_mutex_unlock(&s->lock);
     int rc = timed_cycle(s, idx, false, why, whylen, &own);
     pthread_mutex_lock(&s->lock);
     clock_gettime(CLOCK_MONOTONIC, &s->deferred);
     s->deferred.tv_sec += s->o.interval_s;
+    /* What reached the store while it waited counts too: a round of the
+     * sync thread's that was running when this sync was asked for (the
+     * mount's first, a periodic one) ended first, and pushed what this
+     * one then found done; its own count alone said "pushed 0" for an
+     * edit made just before.  What is left (pending, refused...) is this
+     * round's, the later. */
+    const struct syncer_report *done = &s->v[idx].done;
+    own.pushed = done->pushed - before.pushed;
+    own.deleted = done->deleted - before.deleted;
+    own.conflicts = done->conflicts - before.conflicts;
     pthread_mutex_unlock(&s->lock);
     if (rep)
         *rep = own;

@@ -139,9 +139,11 @@ void syncer_last_report(struct syncer *s, int idx, struct syncer_report *rep);
 /* A sync of store idx now, as a periodic one would run it (`memstorefs
  * sync`), on the caller's thread, serialised with the sync thread's; the
  * next periodic sync comes an interval after it.  rep (may be NULL)
- * receives its report.  Like a periodic sync it takes one slice of a
- * backlog: while syncer_backlog says so, the caller runs it again (after
- * the other stores' turns, for fairness). */
+ * receives its report: what is left is its own round's; what was
+ * pushed, deleted and decided for the store counts the rounds that ended
+ * while it waited for its turn as well.  Like a periodic sync it takes
+ * one slice of a backlog: while syncer_backlog says so, the caller runs
+ * it again (after the other stores' turns, for fairness). */
 int syncer_sync_now(struct syncer *s, int idx, char *why, size_t whylen,
                     struct syncer_report *rep);
 

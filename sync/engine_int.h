@@ -74,6 +74,8 @@ struct sstore {
     int64_t last;
     char result[512];
     struct syncer_report rep;
+    struct syncer_report done; /* pushed, deleted, conflicts: summed over every
+                                * round so far (syncer_sync_now's report) */
     int64_t running_since;  /* a sync (cycle_run) started then; 0: none runs */
     int64_t failing_since;  /* first failure since the last success; 0: none */
     int64_t last_ok;        /* the last success; 0: none yet */

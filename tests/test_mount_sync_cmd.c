@@ -1,6 +1,7 @@
 /* test_mount_sync_cmd.c - memstorefs sync [PATH... | --all] [--wait]
  * (issue 11): with --wait it returns only once the server has the edit,
- * and exits 3 listing what it could not push; without it, it returns at
+ * and exits 3 listing what it could not push; its count of what it
+ * pushed includes a round it waited for; without it, it returns at
  * once and the sync follows; a path inside a mount names that mount; bad
  * usage and paths that are no mount get clear errors.  And the final sync
  * at unmount costs requests in proportion to what is dirty, not to the
@@ -68,9 +69,8 @@ static long total(void)
 Test(mount_sync_cmd, wait_returns_once_the_server_has_the_edit)
 {
     sy_mount(false, "--sync-interval 3600");
-    /* The mount's own first round is over before the edit: a round of
-     * the sync thread running meanwhile could push it first (this
-     * command would then rightly say pushed 0). */
+    /* The mount's own first round is over before the edit (a round of
+     * the sync thread's running meanwhile: the next test). */
     char *out = NULL;
     cr_assert_eq(sy_run(&out, "$MFS sync --all --wait"), 0, "%s", out);
     free(out);
@@ -91,6 +91,46 @@ Test(mount_sync_cmd, wait_returns_once_the_server_has_the_edit)
     free(out);
     c = sy_content("/b.md");
     cr_expect_str_eq(c, "b two\n");
+    free(c);
+}
+
+/* Until the store's status says a sync runs (or 10 s have passed). */
+static bool wait_sync_running(void)
+{
+    for (int i = 0; i < 100; i++) {
+        char *out = NULL;
+        sy_run(&out, "$MFS status --json");
+        bool running = out && strstr(out, "\"running\":true");
+        free(out);
+        if (running)
+            return true;
+        usleep(100 * 1000);
+    }
+    return false;
+}
+
+/* A round of the sync thread's runs when `sync --wait` is asked for, and
+ * pushes the edit; the command's own round then finds nothing left.  Its
+ * report counts what that round pushed: it said "pushed 0" for the edit
+ * made just before it, which was in the store when it returned. */
+Test(mount_sync_cmd, wait_counts_what_a_round_it_waited_for_pushed)
+{
+    sy_mount(false, "--sync-interval 3600");
+    char *out = NULL;
+    cr_assert_eq(sy_run(&out, "$MFS sync --all --wait"), 0, "%s", out);
+    free(out);
+    /* The next write takes 2 s at the server: the sync thread's round
+     * that sends it is still running when the command below asks. */
+    sy_fault("{\"action\":\"latency\",\"latency_ms\":2000,\"count\":1,\"method\":\"POST\"}");
+    cr_assert_eq(sy_run(NULL, "echo new > new.md && $MFS sync --all"), 0);
+    cr_assert(wait_sync_running(), "the kicked sync never ran: the test proves nothing");
+    int rc = sy_run(&out, "$MFS sync --all --wait");
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_expect(out && strstr(out, "synced; pushed 1, deleted 0, conflicts 0, refused 0, pending 0"),
+              "%s", out);
+    free(out);
+    char *c = sy_content("/new.md");
+    cr_expect_str_eq(c ? c : "", "new\n");
     free(c);
 }
 

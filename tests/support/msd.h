@@ -110,7 +110,8 @@ long t_req(const struct msd *m, const char *method, const char *body, struct tre
 /* Sends n requests of the same method to the same path with bodies[i]
  * (NULL = no body), at most `parallel` at a time over curl multi; status[i]
  * gets the HTTP status or a negative errno; ids (may be NULL) gets the
- * malloc'd "id" of each answer (NULL if none).  Returns 0 or -errno. */
+ * malloc'd "id" of each answer (NULL if none).  Returns 0 or -errno;
+ * on an error, the requests never sent have -ECANCELED and no id. */
 int t_api_multi(const struct msd *m, const char *method, const char *path,
                 const char *const *bodies, size_t n, int parallel, long *status, char **ids);
 

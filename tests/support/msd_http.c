@@ -348,6 +348,13 @@ int t_api_multi(const struct msd *m, const char *method, const char *path,
     const char *h[] = {"x-api-key: test-key", "anthropic-beta: agent-memory-2026-07-22", NULL};
     int rc = 0;
 
+    /* Every slot has a value whatever happens below: a request never
+     * sent (an early error) reads as cancelled, with no id. */
+    for (size_t i = 0; i < n; i++) {
+        status[i] = -ECANCELED;
+        if (ids)
+            ids[i] = NULL;
+    }
     pthread_once(&global_once, global_init);
     rc = make_url(url, sizeof url, m, "/v1", path);
     if (rc)

@@ -94,21 +94,6 @@ Test(mount_sync_cmd, wait_returns_once_the_server_has_the_edit)
     free(c);
 }
 
-/* Until the store's status says a sync runs (or 10 s have passed). */
-static bool wait_sync_running(void)
-{
-    for (int i = 0; i < 100; i++) {
-        char *out = NULL;
-        sy_run(&out, "$MFS status --json");
-        bool running = out && strstr(out, "\"running\":true");
-        free(out);
-        if (running)
-            return true;
-        usleep(100 * 1000);
-    }
-    return false;
-}
-
 /* A round of the sync thread's runs when `sync --wait` is asked for, and
  * pushes the edit; the command's own round then finds nothing left.  Its
  * report counts what that round pushed: it said "pushed 0" for the edit
@@ -123,7 +108,8 @@ Test(mount_sync_cmd, wait_counts_what_a_round_it_waited_for_pushed)
      * that sends it is still running when the command below asks. */
     sy_fault("{\"action\":\"latency\",\"latency_ms\":2000,\"count\":1,\"method\":\"POST\"}");
     cr_assert_eq(sy_run(NULL, "echo new > new.md && $MFS sync --all"), 0);
-    cr_assert(wait_sync_running(), "the kicked sync never ran: the test proves nothing");
+    cr_assert(mnt_wait_sh(&E, 10, "$MFS status --json | grep -q '\"running\":true'"),
+              "the kicked sync never ran: the test proves nothing");
     int rc = sy_run(&out, "$MFS sync --all --wait");
     cr_assert_eq(rc, 0, "%s", out);
     cr_expect(out && strstr(out, "synced; pushed 1, deleted 0, conflicts 0, refused 0, pending 0"),

@@ -66,14 +66,21 @@ static long total(void)
     return n;
 }
 
-Test(mount_sync_cmd, wait_returns_once_the_server_has_the_edit)
+/* The mount, once its first round (by hand) is over: a test's edit is
+ * then pushed by the command the test runs, not by a round of the sync
+ * thread's (wait_counts_what_a_round_it_waited_for_pushed has one). */
+static void mount_after_first_round(void)
 {
     sy_mount(false, "--sync-interval 3600");
-    /* The mount's own first round is over before the edit (a round of
-     * the sync thread's running meanwhile: the next test). */
     char *out = NULL;
     cr_assert_eq(sy_run(&out, "$MFS sync --all --wait"), 0, "%s", out);
     free(out);
+}
+
+Test(mount_sync_cmd, wait_returns_once_the_server_has_the_edit)
+{
+    mount_after_first_round();
+    char *out = NULL;
     cr_assert_eq(sy_run(NULL, "echo a two > notes/a.md"), 0);
     int rc = sy_run(&out, "$MFS sync \"$PWD\" --wait");
     cr_assert_eq(rc, 0, "%s", out);
@@ -100,16 +107,14 @@ Test(mount_sync_cmd, wait_returns_once_the_server_has_the_edit)
  * made just before it, which was in the store when it returned. */
 Test(mount_sync_cmd, wait_counts_what_a_round_it_waited_for_pushed)
 {
-    sy_mount(false, "--sync-interval 3600");
-    char *out = NULL;
-    cr_assert_eq(sy_run(&out, "$MFS sync --all --wait"), 0, "%s", out);
-    free(out);
+    mount_after_first_round();
     /* The next write takes 2 s at the server: the sync thread's round
      * that sends it is still running when the command below asks. */
     sy_fault("{\"action\":\"latency\",\"latency_ms\":2000,\"count\":1,\"method\":\"POST\"}");
     cr_assert_eq(sy_run(NULL, "echo new > new.md && $MFS sync --all"), 0);
     cr_assert(mnt_wait_sh(&E, 10, "$MFS status --json | grep -q '\"running\":true'"),
               "the kicked sync never ran: the test proves nothing");
+    char *out = NULL;
     int rc = sy_run(&out, "$MFS sync --all --wait");
     cr_assert_eq(rc, 0, "%s", out);
     cr_expect(out && strstr(out, "synced; pushed 1, deleted 0, conflicts 0, refused 0, pending 0"),
@@ -147,16 +152,6 @@ Test(mount_sync_cmd, wait_exits_3_listing_what_was_not_pushed)
     c = sy_content("/bin.md");
     cr_expect_str_eq(c, "fine\n");
     free(c);
-}
-
-/* The mount, once its first round (by hand) is over: a round of the sync
- * thread running meanwhile could push a test's edit first. */
-static void mount_after_first_round(void)
-{
-    sy_mount(false, "--sync-interval 3600");
-    char *out = NULL;
-    cr_assert_eq(sy_run(&out, "$MFS sync --all --wait"), 0, "%s", out);
-    free(out);
 }
 
 /* A sync --wait that exits 0 (its output without absent, unless NULL),

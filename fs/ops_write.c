@@ -415,9 +415,11 @@ static void flush_reply(fuse_req_t req, struct fuse_file_info *fi, enum ofile_fl
 {
     struct fs_store *s = ops_store(req);
     struct ofile *f = ops_ofile(fi);
-    /* The save goes on after the early answer, and a cut edit's save
-     * downloads first (ops_save), handing the device to another thread,
-     * which may then run the caller's RELEASE: f is held here too. */
+    /* Held for the whole save, by the rule of ops_content.c: a cut
+     * edit's save downloads (handing the device to another thread), and
+     * a save goes on after its early answer.  (The two do not meet today:
+     * a cut edit's close answers at its end, so this descriptor's RELEASE
+     * cannot run first; the hold keeps that from mattering.) */
     ofile_hold(f);
     struct early e = {req, false};
     struct cache_then then = {answer_early, &e};

@@ -166,18 +166,8 @@ static int clean_dead(const char *file, const struct rt_lockinfo *info)
                 info->mount_path, e.source, e.fstype);
         return 0;
     }
-    if (ours && umount2(at, MNT_DETACH | UMOUNT_NOFOLLOW) != 0 &&
-        errno != EINVAL && errno != ENOENT) {
-        /* Not root: fusermount3 can detach a FUSE mount of ours. */
-        pid_t pid = fork();
-        if (pid == 0) {
-            execlp("fusermount3", "fusermount3", "-u", "-z", "-q", at, (char *)NULL);
-            _exit(127);
-        }
-        int st = 0;
-        if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            rc = -EPERM;
-    }
+    if (ours)
+        rc = mountdir_detach(at);
     if (!rc) {
         for (int i = info->n_created; i-- > 0;)
             mountdir_rmdir(info->created[i]);

@@ -1,7 +1,8 @@
 /* fsmount.c - the FUSE side of one store's mount: its session (the mount
  * options, who may use it), the mount itself, the loop thread that serves
  * it, and its teardown (unmount, abort of a connection that open files
- * keep alive, the directories made for it, the store lock).
+ * keep alive, the detaching of a mount whose connection was aborted from
+ * outside, the directories made for it, the store lock).
  *
  * Invariants: a store is mounted (s->mounted) from a successful
  * fuse_session_mount until its teardown or an unmount from outside; the
@@ -204,6 +205,36 @@ static void abort_connection(const struct fs_store *s, dev_t dev)
         close(fd);
 }
 
+/* After the loop ended by itself.  An unmount from outside took the mount
+ * away; an abort of the connection (fusectl's abort file, the way out of
+ * a hung FUSE mount) ends the loop the same way but leaves the mount in
+ * place, every access to it failing with ENOTCONN, and libfuse's unmount
+ * skips a connection that reports an error.  Such a mount is detached
+ * when it is still this store's own (the mount id its lock file records),
+ * so that the store mounts there again and the directories made for it
+ * can go. */
+static void detach_aborted(const struct fs_store *s)
+{
+    struct rt_lockinfo *info = malloc(sizeof(*info)); /* 45 KiB */
+    struct mountdir_entry m;
+    if (!info || rt_lock_read(s->lock_fd, info) != 0) {
+        free(info);
+        return;
+    }
+    const char *at = rt_mount_point(info);
+    if (mountdir_mounted(at, &m) == 1 && mountdir_is_record(at, &m, info) == 1) {
+        int rc = mountdir_detach(at);
+        if (rc)
+            log_warn("the store's connection was aborted and its mount cannot be detached; "
+                     "detach it with fusermount3 -u -z",
+                     "memory_store_id", s->id, "path", at, "error", strerror(-rc));
+        else
+            log_warn("the store's connection was aborted from outside; its mount was detached",
+                     "memory_store_id", s->id, "path", at);
+    }
+    free(info);
+}
+
 /* The loop thread has ended (or never ran): joined, its descriptor and
  * the session go. */
 static void end_session(struct fs_store *s)
@@ -247,8 +278,10 @@ void daemon_teardown_store(struct fs_store *s)
         } else if (was_mounted) {
             /* Unmounted from outside: libfuse sees the device report an
              * error and unmounts nothing more, but frees what the mount
-             * holds (its mount point). */
+             * holds (its mount point).  Or the connection was aborted,
+             * which leaves the mount in place. */
             fuse_session_unmount(s->se);
+            detach_aborted(s);
         }
         /* Files still open keep the detached mount and its connection,
          * when the abort above could not end it, and the loop sees that

@@ -8,8 +8,9 @@
  * what was created at unmount (in the mount(8) helper form an existing
  * empty directory is accepted too, and left).  A parent shared by several
  * mount paths (e.g. /mnt/memory) goes when the last store below it goes;
- * and what is mounted at a path now, as /proc/self/mountinfo says
- * (mountdir_mounted).  Main thread only. */
+ * what is mounted at a path now, as /proc/self/mountinfo says
+ * (mountdir_mounted); and the detaching of a dead mount of a store
+ * (mountdir_detach).  Main thread only. */
 #include "mountdir.h"
 
 #include <dirent.h>
@@ -17,11 +18,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -430,6 +434,7 @@ static void retry_leftovers(void)
 
 void mountdir_remove(struct fs_store *s)
 {
+    bool failed = false;
     for (size_t i = s->n_created; i-- > 0;) {
         if (mountdir_rmdir(s->created_dirs[i]) == 0 || errno == ENOENT) {
             free(s->created_dirs[i]);
@@ -437,17 +442,43 @@ void mountdir_remove(struct fs_store *s)
             leftover[n_leftover++] = s->created_dirs[i];
         } else {
             int err = errno;
+            failed = true;
             log_warn("failed to remove the memory store folder", "memory_store_id", s->id,
                      "path", s->created_dirs[i], "error", strerror(err));
             free(s->created_dirs[i]);
         }
     }
-    if (s->n_created)
+    if (s->n_created && !failed)
         log_info("removed memory store dir", "memory_store_id", s->id, "path", s->mount_path);
     free(s->created_dirs);
     s->created_dirs = NULL;
     s->n_created = 0;
     retry_leftovers();
+}
+
+/* The contract: mountdir.h. */
+int mountdir_detach(const char *at)
+{
+    if (umount2(at, MNT_DETACH | UMOUNT_NOFOLLOW) == 0 || errno == EINVAL || errno == ENOENT)
+        return 0;
+    /* Not root: fusermount3 can detach a FUSE mount of the caller's own.
+     * Spawned, not forked: the daemon has threads. */
+    extern char **environ;
+    char prog[] = "fusermount3", u[] = "-u", z[] = "-z", q[] = "-q";
+    char *path = strdup(at);
+    if (!path)
+        return -ENOMEM;
+    char *argv[] = {prog, u, z, q, path, NULL};
+    pid_t pid;
+    int rc = posix_spawnp(&pid, prog, NULL, NULL, argv, environ);
+    free(path);
+    if (rc)
+        return -rc;
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EPERM;
 }
 
 void mountdir_finish(void)

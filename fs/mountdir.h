@@ -58,6 +58,11 @@ bool mountdir_is_store(const char *fstype, const char *source, const char *store
  * detached mount's number to the next mount. */
 int mountdir_is_record(const char *path, const struct mountdir_entry *m,
                        const struct rt_lockinfo *rec);
+/* Detaches (lazily) the mount at `at`, which the caller found to be a
+ * store's dead mount: umount2 as root, else fusermount3 -u -z.  0 (also
+ * when nothing is mounted there any more) or a negative errno (-EPERM
+ * when fusermount3 refused or failed). */
+int mountdir_detach(const char *at);
 /* At exit: removes shared parents still waiting for their last store. */
 void mountdir_finish(void);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -264,6 +265,54 @@ Test(mount_lifecycle, dead_mount_is_cleaned_by_unmount)
     expect_nothing_left();
     rc = mnt_mount(&E, store, "dead", false, "", &out);
     cr_expect_eq(rc, 0, "remount after cleanup failed: %s", out);
+    free(out);
+}
+
+/* An abort of the store's connection through fusectl (the way out of a
+ * hung FUSE mount: /sys/fs/fuse/connections/N/abort) ends the daemon's
+ * request loop as an unmount from outside does, but the mount stays in
+ * place, every access to it failing with ENOTCONN.  The daemon detaches it
+ * itself, removes the directories it made and pushes what was closed, so
+ * the store mounts again at the same path.  Before the fix the dead mount
+ * stayed: the next mount there was refused ("something already exists"),
+ * and no lock file was left for `memstorefs unmount` to find it by. */
+Test(mount_lifecycle, an_aborted_connection_is_detached_and_the_store_mounts_again)
+{
+    char *out = NULL;
+    int rc = mnt_mount(&E, store, "ab/store", false, "", &out);
+    cr_assert_eq(rc, 0, "%s", out);
+    free(out);
+    char path[400], file[440];
+    snprintf(path, sizeof(path), "%s/ab/store", E.mnt);
+    snprintf(file, sizeof(file), "%s/a/closed.md", path);
+    cr_assert_eq(mnt_write(file, "closed before the abort\n"), 0);
+    pid_t pid = mnt_daemon_pid(&E);
+    cr_assert_gt(pid, 1);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    rc = mnt_sh(&E, &out, "{ [ -e /sys/fs/fuse/connections/%u ] || mount -t fusectl fusectl "
+                          "/sys/fs/fuse/connections; } && echo 1 > "
+                          "/sys/fs/fuse/connections/%u/abort", minor(st.st_dev),
+                minor(st.st_dev));
+    cr_assert_eq(rc, 0, "cannot abort the connection: %s", out);
+    free(out);
+    for (int i = 0; i < 150 && kill(pid, 0) == 0; i++)
+        usleep(100 * 1000);
+    cr_assert_neq(kill(pid, 0), 0, "the daemon did not exit after its connection was aborted");
+    cr_expect(!mnt_is_mounted(path), "the aborted mount was left in place");
+    expect_nothing_left();
+    struct tresp r = {0};
+    char api[300];
+    snprintf(api, sizeof(api), "/v1/memory_stores/%s/memories?view=full&path_prefix=/a/", store);
+    cr_assert_eq(t_api(&E.msd, "GET", api, NULL, &r), 0);
+    cr_expect(strstr(r.body, "closed before the abort"), "the closed file was not pushed: %s",
+              r.body);
+    tresp_free(&r);
+    rc = mnt_mount(&E, store, "ab/store", false, "", &out);
+    cr_expect_eq(rc, 0, "the store does not mount again at the same path: %s", out);
+    free(out);
+    mnt_sh(&E, &out, "cat $MNT/ab/store/a/closed.md");
+    cr_expect_str_eq(out, "closed before the abort\n");
     free(out);
 }
 

@@ -390,3 +390,31 @@ Test(security_files, bad_umask_is_refused)
     cr_expect(strstr(out, "--umask must be an octal mode"), "%s", out);
     free(out);
 }
+
+/* An account aborts its own mount's connection (the abort file of its
+ * connection is its own): the daemon, not root, detaches the dead mount
+ * through fusermount3 and removes the directory it made, so the account
+ * mounts the store there again.  Before: the mount stayed, answering
+ * ENOTCONN, and the next mount there was refused. */
+Test(security_files, an_own_mount_whose_connection_is_aborted_is_detached)
+{
+    char *out = NULL, m[400];
+    snprintf(m, sizeof(m), "%s/m", other.home);
+    own_mount("");
+    mnt_sh(&E, NULL, "[ -e /sys/fs/fuse/connections/. ] || mount -t fusectl fusectl "
+                     "/sys/fs/fuse/connections");
+    int rc = tu_sh(&E, &other, &out, "d=$(stat -c %%d \"$HOME_DIR\"/m) && "
+                                     "echo 1 > /sys/fs/fuse/connections/$(( (d & 255) | "
+                                     "((d >> 12) & ~255) ))/abort");
+    cr_assert_eq(rc, 0, "cannot abort the connection: %s", out);
+    free(out);
+    for (int i = 0; i < 150 && (mnt_is_mounted(m) || access(m, F_OK) == 0); i++)
+        usleep(100 * 1000);
+    cr_expect(!mnt_is_mounted(m), "the aborted mount was left in place");
+    cr_expect_neq(access(m, F_OK), 0, "the mount's directory was left");
+    own_mount("");
+    rc = tu_sh(&E, &other, &out, "cat \"$HOME_DIR\"/m/notes/a.md");
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect_str_eq(out, "secret\n");
+    free(out);
+}

@@ -401,8 +401,10 @@ Test(security_files, an_own_mount_whose_connection_is_aborted_is_detached)
     char *out = NULL, m[400];
     snprintf(m, sizeof(m), "%s/m", other.home);
     own_mount("");
-    mnt_sh(&E, NULL, "[ -e /sys/fs/fuse/connections/. ] || mount -t fusectl fusectl "
-                     "/sys/fs/fuse/connections");
+    /* fusectl mounted by root if it is not (left mounted: the daemons of
+     * other suites may be using it, and mount it themselves too). */
+    mnt_sh(&E, NULL, "grep -q ' /sys/fs/fuse/connections ' /proc/self/mountinfo || "
+                     "mount -t fusectl fusectl /sys/fs/fuse/connections");
     int rc = tu_sh(&E, &other, &out, "d=$(stat -c %%d \"$HOME_DIR\"/m) && "
                                      "echo 1 > /sys/fs/fuse/connections/$(( (d & 255) | "
                                      "((d >> 12) & ~255) ))/abort");

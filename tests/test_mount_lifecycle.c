@@ -268,15 +268,12 @@ Test(mount_lifecycle, dead_mount_is_cleaned_by_unmount)
     free(out);
 }
 
-/* An abort of the store's connection through fusectl (the way out of a
- * hung FUSE mount: /sys/fs/fuse/connections/N/abort) ends the daemon's
- * request loop as an unmount from outside does, but the mount stays in
- * place, every access to it failing with ENOTCONN.  The daemon detaches it
- * itself, removes the directories it made and pushes what was closed, so
- * the store mounts again at the same path.  Before the fix the dead mount
- * stayed: the next mount there was refused ("something already exists"),
- * and no lock file was left for `memstorefs unmount` to find it by. */
-Test(mount_lifecycle, an_aborted_connection_is_detached_and_the_store_mounts_again)
+/* Mounts the store at MNT/ab/store, closes a file in it, ends the mount
+ * from outside with how (a shell command; $CONN is the connection's number),
+ * and checks what a user sees afterwards: the daemon gone, nothing
+ * mounted or left in MNT, the closed file in the store, and the store
+ * mounting again at the same path.  The daemon's log, in *log. */
+static void end_from_outside(const char *how, char **log)
 {
     char *out = NULL;
     int rc = mnt_mount(&E, store, "ab/store", false, "", &out);
@@ -285,36 +282,64 @@ Test(mount_lifecycle, an_aborted_connection_is_detached_and_the_store_mounts_aga
     char path[400], file[440];
     snprintf(path, sizeof(path), "%s/ab/store", E.mnt);
     snprintf(file, sizeof(file), "%s/a/closed.md", path);
-    cr_assert_eq(mnt_write(file, "closed before the abort\n"), 0);
+    cr_assert_eq(mnt_write(file, "closed before the end\n"), 0);
     pid_t pid = mnt_daemon_pid(&E);
     cr_assert_gt(pid, 1);
     struct stat st;
     cr_assert_eq(stat(path, &st), 0);
-    /* fusectl mounted if it is not (and left so: other suites' daemons
-     * may be using it, and mount it themselves too). */
-    rc = mnt_sh(&E, &out, "{ grep -q ' /sys/fs/fuse/connections ' /proc/self/mountinfo || "
-                          "mount -t fusectl fusectl /sys/fs/fuse/connections; } && "
-                          "echo 1 > /sys/fs/fuse/connections/%u/abort", minor(st.st_dev));
-    cr_assert_eq(rc, 0, "cannot abort the connection: %s", out);
+    rc = mnt_sh(&E, &out, "CONN=%u; %s", minor(st.st_dev), how);
+    cr_assert_eq(rc, 0, "%s: %s", how, out);
     free(out);
     for (int i = 0; i < 150 && kill(pid, 0) == 0; i++)
         usleep(100 * 1000);
-    cr_assert_neq(kill(pid, 0), 0, "the daemon did not exit after its connection was aborted");
-    cr_expect(!mnt_is_mounted(path), "the aborted mount was left in place");
+    cr_assert_neq(kill(pid, 0), 0, "the daemon did not exit after: %s", how);
+    cr_expect(!mnt_is_mounted(path), "the mount was left in place");
     expect_nothing_left();
     struct tresp r = {0};
     char api[300];
     snprintf(api, sizeof(api), "/v1/memory_stores/%s/memories?view=full&path_prefix=/a/", store);
     cr_assert_eq(t_api(&E.msd, "GET", api, NULL, &r), 0);
-    cr_expect(strstr(r.body, "closed before the abort"), "the closed file was not pushed: %s",
+    cr_expect(strstr(r.body, "closed before the end"), "the closed file was not pushed: %s",
               r.body);
     tresp_free(&r);
+    mnt_sh(&E, log, "cat \"$CACHE\"/memstorefs.log");
     rc = mnt_mount(&E, store, "ab/store", false, "", &out);
     cr_expect_eq(rc, 0, "the store does not mount again at the same path: %s", out);
     free(out);
     mnt_sh(&E, &out, "cat $MNT/ab/store/a/closed.md");
-    cr_expect_str_eq(out, "closed before the abort\n");
+    cr_expect_str_eq(out, "closed before the end\n");
     free(out);
+}
+
+/* An abort of the store's connection through fusectl (the way out of a
+ * hung FUSE mount: /sys/fs/fuse/connections/N/abort) ends the daemon's
+ * request loop as an unmount from outside does, but the mount stays in
+ * place, every access to it failing with ENOTCONN.  The daemon detaches it
+ * itself, so everything end_from_outside checks holds.  Before the fix
+ * the dead mount stayed: the next mount there was refused ("something
+ * already exists"), and no lock file was left for `memstorefs unmount` to
+ * find it by.  fusectl is mounted if it is not (and left so: other
+ * suites' daemons may be using it, and mount it themselves too). */
+Test(mount_lifecycle, an_aborted_connection_is_detached_and_the_store_mounts_again)
+{
+    char *log = NULL;
+    end_from_outside("{ grep -q ' /sys/fs/fuse/connections ' /proc/self/mountinfo || "
+                     "mount -t fusectl fusectl /sys/fs/fuse/connections; } && "
+                     "echo 1 > /sys/fs/fuse/connections/$CONN/abort", &log);
+    cr_expect(log && strstr(log, "aborted from outside; its mount was detached"), "%s", log);
+    free(log);
+}
+
+/* An unmount from outside (fusermount3 -u) while the daemon runs: the
+ * final sync, the directories removed, the daemon gone, and nothing taken
+ * for an abort. */
+Test(mount_lifecycle, an_unmount_from_outside_ends_the_store_cleanly)
+{
+    char *log = NULL;
+    end_from_outside("fusermount3 -u $MNT/ab/store", &log);
+    cr_expect(log && strstr(log, "unmounted from outside; final sync"), "%s", log);
+    cr_expect(log && !strstr(log, "aborted"), "%s", log);
+    free(log);
 }
 
 /* ...and a new session of the store at another path says so too: it

@@ -269,10 +269,17 @@ void daemon_teardown_store(struct fs_store *s)
             bool have_dev = s->parent_fd >= 0
                                 ? fstatat(s->parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
                                 : stat(s->mount_path, &st) == 0;
-            fuse_session_exit(s->se);
-            fuse_session_unmount(s->se); /* lazy: busy files keep the connection */
+            /* Lazy: files still open keep the connection, and the loop
+             * serves them for up to 2 s; the last one closed ends the
+             * connection, and so the loop.  The session is told to exit
+             * only then: libfuse drops a request it reads after that,
+             * so a close in the grace failed (ENOTCONN), and the loop
+             * ended at once when it was between two requests as the exit
+             * came, so that the grace was a matter of timing. */
+            fuse_session_unmount(s->se);
             for (int i = 0; i < 40 && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE); i++)
                 usleep(50 * 1000);
+            fuse_session_exit(s->se);
             if (!__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE) && have_dev)
                 abort_connection(s, st.st_dev);
         } else if (was_mounted) {

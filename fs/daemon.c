@@ -459,8 +459,13 @@ static void main_loop(int sig_fd)
             for (size_t i = 0; i < D.n; i++) {
                 struct fs_store *s = &D.stores[i];
                 if (!s->gone && __atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
-                    log_info("memory store was unmounted from outside; final sync, then "
-                             "cleaning up", "memory_store_id", s->id, "path", s->mount_path);
+                    if (fsmount_in_place(s, NULL, 0))
+                        log_info("memory store's connection ended from outside with its mount "
+                                 "in place; final sync, then cleaning up",
+                                 "memory_store_id", s->id, "path", s->mount_path);
+                    else
+                        log_info("memory store was unmounted from outside; final sync, then "
+                                 "cleaning up", "memory_store_id", s->id, "path", s->mount_path);
                     daemon_unmount(&s, 1, NULL);
                 }
             }

@@ -51,6 +51,12 @@ struct daemon {
 struct mount_opts;
 int fsmount_start(struct fs_store *s, const struct mount_opts *o);
 void fsmount_log_init(void);
+/* fsmount.c: whether store s's own mount (the mount id its lock file
+ * records) is still in the mount table; its mount point in at (len
+ * bytes), when at is not NULL.  After its loop ended by itself: true
+ * when the connection was aborted from outside (or the loop failed),
+ * false when it was unmounted from outside. */
+bool fsmount_in_place(const struct fs_store *s, char *at, size_t len);
 /* fsmount.c: unmounts one store, removes the directories it created,
  * drops its lock. */
 void daemon_teardown_store(struct fs_store *s);

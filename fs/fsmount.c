@@ -13,6 +13,7 @@
  * libfuse's own messages go to the daemon's log (fsmount_log_init). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,22 @@ static void abort_connection(const struct fs_store *s, dev_t dev)
         close(fd);
 }
 
+bool fsmount_in_place(const struct fs_store *s, char *at, size_t len)
+{
+    struct rt_lockinfo *info = malloc(sizeof(*info)); /* 45 KiB */
+    struct mountdir_entry m;
+    if (!info || rt_lock_read(s->lock_fd, info) != 0) {
+        free(info);
+        return false;
+    }
+    const char *p = rt_mount_point(info);
+    bool in_place = mountdir_mounted(p, &m) == 1 && mountdir_is_record(p, &m, info) == 1;
+    if (at && (size_t)snprintf(at, len, "%s", p) >= len)
+        in_place = false; /* (no path the kernel takes is that long) */
+    free(info);
+    return in_place;
+}
+
 /* After the loop ended by itself.  An unmount from outside took the mount
  * away; an abort of the connection (fusectl's abort file, the way out of
  * a hung FUSE mount) ends the loop the same way but leaves the mount in
@@ -215,24 +232,17 @@ static void abort_connection(const struct fs_store *s, dev_t dev)
  * can go. */
 static void detach_aborted(const struct fs_store *s)
 {
-    struct rt_lockinfo *info = malloc(sizeof(*info)); /* 45 KiB */
-    struct mountdir_entry m;
-    if (!info || rt_lock_read(s->lock_fd, info) != 0) {
-        free(info);
+    char at[PATH_MAX];
+    if (!fsmount_in_place(s, at, sizeof(at)))
         return;
-    }
-    const char *at = rt_mount_point(info);
-    if (mountdir_mounted(at, &m) == 1 && mountdir_is_record(at, &m, info) == 1) {
-        int rc = mountdir_detach(at);
-        if (rc)
-            log_warn("the store's connection was aborted and its mount cannot be detached; "
-                     "detach it with fusermount3 -u -z",
-                     "memory_store_id", s->id, "path", at, "error", strerror(-rc));
-        else
-            log_warn("the store's connection was aborted from outside; its mount was detached",
-                     "memory_store_id", s->id, "path", at);
-    }
-    free(info);
+    int rc = mountdir_detach(at);
+    if (rc)
+        log_warn("the store's connection was aborted and its mount cannot be detached; "
+                 "detach it with fusermount3 -u -z",
+                 "memory_store_id", s->id, "path", at, "error", strerror(-rc));
+    else
+        log_warn("the store's connection was aborted from outside; its mount was detached",
+                 "memory_store_id", s->id, "path", at);
 }
 
 /* The loop thread has ended (or never ran): joined, its descriptor and

@@ -327,6 +327,10 @@ Test(mount_lifecycle, an_aborted_connection_is_detached_and_the_store_mounts_aga
                      "mount -t fusectl fusectl /sys/fs/fuse/connections; } && "
                      "echo 1 > /sys/fs/fuse/connections/$CONN/abort", &log);
     cr_expect(log && strstr(log, "aborted from outside; its mount was detached"), "%s", log);
+    cr_expect(log && strstr(log, "connection ended from outside with its mount in place"),
+              "%s", log);
+    cr_expect(log && !strstr(log, "unmounted from outside"), "an abort logged as an unmount: %s",
+              log);
     free(log);
 }
 

@@ -12,7 +12,7 @@ foreach(area write write_ro write_durable)
                LIBS PkgConfig::SQLITE3)
 endforeach()
 # Sync back (issue 5): each binary links the shared helpers of test_mount_sync.h.
-foreach(area push conflict paths delete faults refused unmount ro identity hostile open modes feed budget cmd full mapped
+foreach(area push conflict paths delete faults refused unmount teardown ro identity hostile open modes feed budget cmd full mapped
              prefetch loop)
   mfs_add_test(test_mount_sync_${area} test_mount_sync_${area}.c test_mount_sync_util.c
                TIMEOUT 300 LABELS mount LIBS PkgConfig::SQLITE3 mfs_reconcile)

@@ -64,6 +64,20 @@ static pid_t unmount_in_background(const char *file)
 #define FEED_ROUTE "GET /v1/memory_stores/{id}/memory_versions"
 #define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
 
+/* Starts `unmount --all` (output to file) and returns once n final syncs
+ * have read the store (the version feed, or a listing), at most 10 s. */
+static pid_t unmount_after_reads(const char *file, long n)
+{
+    sy_reset_stats();
+    pid_t u = unmount_in_background(file);
+    long reads = 0;
+    for (int i = 0; i < 500 && (reads = t_route_count(&E.msd, FEED_ROUTE) +
+                                        t_route_count(&E.msd, LIST_ROUTE)) < n; i++)
+        usleep(20 * 1000);
+    cr_assert_geq(reads, n, "the final syncs did not read the store %ld times within 10 s", n);
+    return u;
+}
+
 /* `unmount --all` of two stores: while the first one's teardown waits for
  * a file held open in it, the second is still mounted, and an edit closed
  * there then is not pushed: the unmount must say so (exit 3), not report
@@ -80,17 +94,11 @@ Test(mount_sync_teardown, an_edit_closed_during_the_teardown_of_another_store_is
     /* A reader holds a file of the first store: its teardown waits 2 s. */
     snprintf(path, sizeof(path), "%s/edit.md", mnt);
     writer_pid = mnt_hold_open((const char *const[]){path}, 1, O_RDONLY, NULL);
-    sy_reset_stats();
     snprintf(outf, sizeof(outf), "%s/unmount.out", E.root);
-    pid_t u = unmount_in_background(outf);
     /* Both final syncs read the version feed (or list the store): once
      * both did, the syncs are over, and the first teardown waits for the
      * reader. */
-    long reads = 0;
-    for (int i = 0; i < 500 && (reads = t_route_count(&E.msd, FEED_ROUTE) +
-                                        t_route_count(&E.msd, LIST_ROUTE)) < 2; i++)
-        usleep(20 * 1000);
-    cr_assert_geq(reads, 2, "the final syncs did not both read the store within 10 s");
+    pid_t u = unmount_after_reads(outf, 2);
     /* The second sync's answer is applied; the first teardown's wait for
      * the reader (2 s) leaves the second store mounted past this. */
     usleep(800 * 1000);
@@ -153,30 +161,35 @@ static struct grace_writer grace_writer_start(const char *path, int flags, const
     return (struct grace_writer){go[1], res[0]};
 }
 
-/* Starts `unmount --all`, and once the final sync has read the store and
- * the teardown's grace runs, lets the writer write and close: its write's
- * and close's errnos in r, the unmount's exit status and output in
- * *status and *out. */
-static void unmount_through_grace(struct grace_writer g, int r[2], int *status, char **out)
+/* Mounts the store; a writer opens edit.md (flags) and writes before;
+ * then `unmount --all`, and once the final sync has read the store and
+ * the teardown's grace runs, the writer writes late and closes.  Checks
+ * that its write and close succeeded and that the unmount exited 3 (an
+ * edit not pushed); returns the unmount's output. */
+static char *edit_in_grace(int flags, const char *before, const char *late)
 {
-    char outf[600];
-    sy_reset_stats();
+    sy_mount(false, "--sync-interval 3600");
+    sy_after_sync();
+    char path[600], outf[600];
+    snprintf(path, sizeof(path), "%s/edit.md", mnt);
+    struct grace_writer g = grace_writer_start(path, flags, before, late);
     snprintf(outf, sizeof(outf), "%s/unmount.out", E.root);
-    pid_t u = unmount_in_background(outf);
-    long reads = 0;
-    for (int i = 0; i < 500 && (reads = t_route_count(&E.msd, FEED_ROUTE) +
-                                        t_route_count(&E.msd, LIST_ROUTE)) < 1; i++)
-        usleep(20 * 1000);
-    cr_assert_geq(reads, 1, "the final sync did not read the store within 10 s");
+    pid_t u = unmount_after_reads(outf, 1);
     usleep(500 * 1000); /* the teardown has begun: its grace runs */
     cr_assert_eq(write(g.go, "y", 1), 1);
-    r[0] = r[1] = -1;
-    cr_assert_eq(read(g.res, r, 2 * sizeof(int)), (ssize_t)(2 * sizeof(int)));
+    int r[2] = {-1, -1}, status = 0;
+    cr_assert_eq(read(g.res, r, sizeof(r)), (ssize_t)sizeof(r));
     close(g.go);
     close(g.res);
-    cr_assert_eq(waitpid(u, status, 0), u);
+    cr_assert_eq(waitpid(u, &status, 0), u);
     size_t len = 0;
-    *out = mnt_read(outf, &len);
+    char *out = mnt_read(outf, &len);
+    cr_expect_eq(r[0], 0, "the write in the grace failed: %s", strerror(r[0]));
+    cr_expect_eq(r[1], 0, "the close in the grace failed: %s", strerror(r[1]));
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 3,
+              "the unmount exited %d with an edit unpushed: %s", WEXITSTATUS(status),
+              out ? out : "");
+    return out;
 }
 
 /* A file held open through the unmount gets a grace (2 s): its writer's
@@ -189,19 +202,7 @@ static void unmount_through_grace(struct grace_writer g, int r[2], int *status, 
  * failed, about one run in ten, nearly every run on a busy machine). */
 Test(mount_sync_teardown, a_file_closed_in_the_grace_of_the_teardown_is_saved)
 {
-    sy_mount(false, "--sync-interval 3600");
-    sy_after_sync();
-    char path[600];
-    snprintf(path, sizeof(path), "%s/edit.md", mnt);
-    struct grace_writer g = grace_writer_start(path, O_WRONLY | O_APPEND, NULL, "late\n");
-    int r[2], status = 0;
-    char *out = NULL;
-    unmount_through_grace(g, r, &status, &out);
-    cr_expect_eq(r[0], 0, "the write in the grace failed: %s", strerror(r[0]));
-    cr_expect_eq(r[1], 0, "the close in the grace failed: %s", strerror(r[1]));
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 3,
-              "the unmount exited %d with an edit unpushed: %s", WEXITSTATUS(status),
-              out ? out : "");
+    char *out = edit_in_grace(O_WRONLY | O_APPEND, NULL, "late\n");
     cr_expect(out && strstr(out, "1 local change not pushed"), "the edit is not counted: %s",
               out ? out : "");
     free(out);
@@ -222,21 +223,7 @@ Test(mount_sync_teardown, a_file_closed_in_the_grace_of_the_teardown_is_saved)
  * mount pushes that whole edit. */
 Test(mount_sync_teardown, an_edit_finished_in_the_grace_is_saved_whole)
 {
-    sy_mount(false, "--sync-interval 3600");
-    sy_after_sync();
-    char path[600];
-    snprintf(path, sizeof(path), "%s/edit.md", mnt);
-    struct grace_writer g =
-        grace_writer_start(path, O_WRONLY | O_TRUNC, "first half\n", "second half\n");
-    int r[2], status = 0;
-    char *out = NULL;
-    unmount_through_grace(g, r, &status, &out);
-    cr_expect_eq(r[0], 0, "the write in the grace failed: %s", strerror(r[0]));
-    cr_expect_eq(r[1], 0, "the close in the grace failed: %s", strerror(r[1]));
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 3,
-              "the unmount exited %d with an edit unpushed: %s", WEXITSTATUS(status),
-              out ? out : "");
-    free(out);
+    free(edit_in_grace(O_WRONLY | O_TRUNC, "first half\n", "second half\n"));
     char *last = NULL;
     cr_expect(sy_wait_server(seed, 0, &last), "the half edit was pushed: %s", last);
     free(last);

@@ -16,8 +16,6 @@
 
 #include "test_mount_sync.h"
 
-#define FETCH_ROUTE "GET /v1/memory_stores/{id}/memories/{id}"
-
 static const char *const seed[] = {"/a.md", "alpha\n", NULL};
 
 static void setup(void)

@@ -90,6 +90,11 @@ long sy_writes(void);
  * between two syncs. */
 void sy_after_sync(void);
 
+/* memstored's routes, as its statistics name them (t_route_count). */
+#define FEED_ROUTE "GET /v1/memory_stores/{id}/memory_versions"
+#define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
+#define FETCH_ROUTE "GET /v1/memory_stores/{id}/memories/{id}"
+
 /* Waits until a request on route ("METHOD template") reached the server
  * after n0 of them (asserts it did, within WITHIN). */
 void sy_wait_route(const char *route, long n0);

@@ -18,8 +18,6 @@
 
 #include "test_mount_sync.h"
 
-#define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
-
 static void setup(void)
 {
     const char *seed[] = {"/notes/a.md", "a one\n", "/b.md", "b one\n", NULL};

@@ -18,10 +18,6 @@
 
 #include "test_mount_sync.h"
 
-#define FEED_ROUTE "GET /v1/memory_stores/{id}/memory_versions"
-#define FETCH_ROUTE "GET /v1/memory_stores/{id}/memories/{id}"
-#define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
-
 static void setup(void)
 {
     const char *seed[41];

@@ -11,8 +11,6 @@
 
 #include "test_mount_sync.h"
 
-#define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
-#define FETCH_ROUTE "GET /v1/memory_stores/{id}/memories/{id}"
 #define N_DIRS 3
 #define PER_DIR 100
 #define AT_ROOT 25

@@ -61,9 +61,6 @@ static pid_t unmount_in_background(const char *file)
     return u;
 }
 
-#define FEED_ROUTE "GET /v1/memory_stores/{id}/memory_versions"
-#define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
-
 /* Starts `unmount --all` (output to file) and returns once n final syncs
  * have read the store (the version feed, or a listing), at most 10 s. */
 static pid_t unmount_after_reads(const char *file, long n)

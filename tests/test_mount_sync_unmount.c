@@ -356,9 +356,6 @@ Test(mount_sync_unmount, a_truncate_by_path_publishes_no_writer_s_open_edit)
     free(last);
 }
 
-#define FEED_ROUTE "GET /v1/memory_stores/{id}/memory_versions"
-#define LIST_ROUTE "GET /v1/memory_stores/{id}/memories"
-
 /* The final sync's flush timeout ends that store's requests only.  Before
  * the fix it cancelled the daemon's whole HTTP client: a sync of another
  * store, still mounted, that was waiting for a slow answer at that moment

@@ -93,11 +93,14 @@ size_t daemon_unmount(struct fs_store **v, size_t n, FILE *report)
     if (n && last)
         sdnotify("STOPPING=1\nSTATUS=final sync of the memory stores, then exit");
     daemon_final_sync(&D, v, n, last);
-    for (size_t i = 0; i < n; i++) {
-        if (!v[i]->gone)
-            daemon_teardown_store(v[i]);
-        forget_policy_store(v[i]);
-    }
+    struct fs_store *live[16];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i]->gone)
+            forget_policy_store(v[i]);
+        else if (k < 16)
+            live[k++] = v[i];
+    daemon_teardown_stores(live, k, forget_policy_store);
     return daemon_final_report(&D, v, n, report);
 }
 
@@ -117,10 +120,7 @@ static void teardown_all(bool flush)
          * below). */
         http_client_cancel(D.http, true);
     }
-    for (size_t i = 0; i < n; i++) {
-        daemon_teardown_store(v[i]);
-        forget_policy_store(v[i]);
-    }
+    daemon_teardown_stores(v, n, forget_policy_store);
     if (flush)
         daemon_final_report(&D, v, n, NULL);
 }

@@ -57,9 +57,11 @@ void fsmount_log_init(void);
  * when the connection was aborted from outside (or the loop failed),
  * false when it was unmounted from outside. */
 bool fsmount_in_place(const struct fs_store *s, char *at, size_t len);
-/* fsmount.c: unmounts one store, removes the directories it created,
- * drops its lock. */
-void daemon_teardown_store(struct fs_store *s);
+/* fsmount.c: unmounts v[0..n) (at most 16) together, files still held
+ * open in them served for up to 2 s in all, then their connections
+ * aborted; removes the directories made for them, drops their locks,
+ * and calls torn (when not NULL) with each store then. */
+void daemon_teardown_stores(struct fs_store **v, size_t n, void (*torn)(const struct fs_store *));
 /* Joins the loop threads of stores torn down while files held open kept
  * them serving (fs_store.loop_left) that have ended since; the number of
  * v[0..n) still running. */

@@ -2,7 +2,9 @@
  * options, who may use it), the mount itself, the loop thread that serves
  * it, and its teardown (unmount, abort of a connection that open files
  * keep alive, the detaching of a mount whose connection was aborted from
- * outside, the directories made for it, the store lock).
+ * outside, the directories made for it, the store lock).  The stores of
+ * one unmount are torn down together: one wait for the files held open
+ * in any of them, not one a store.
  *
  * Invariants: a store is mounted (s->mounted) from a successful
  * fuse_session_mount until its teardown or an unmount from outside; the
@@ -265,52 +267,69 @@ static void unlock_store(struct fs_store *s)
     s->lock_file = NULL;
 }
 
-void daemon_teardown_store(struct fs_store *s)
+static bool loop_ended(const struct fs_store *s)
+{
+    return __atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE);
+}
+
+/* Waits up to ms for the loops of v[0..n) marked in wait[] to end. */
+static void wait_loops(struct fs_store **v, const bool *wait, size_t n, int ms)
+{
+    for (int t = 0; t < ms; t += 50) {
+        bool running = false;
+        for (size_t i = 0; i < n && !running; i++)
+            running = wait[i] && !loop_ended(v[i]);
+        if (!running)
+            return;
+        usleep(50 * 1000);
+    }
+}
+
+/* How a store's teardown began: whether its loop still served the mount
+ * (so that files held open are served through the wait), and the
+ * connection's device to abort it by. */
+struct teardown {
+    bool serving, have_dev;
+    dev_t dev;
+};
+
+/* Takes the mount away: lazily when the loop still serves it (files open
+ * keep the connection, and the loop serves them), else what an unmount or
+ * an abort from outside left behind. */
+static struct teardown unmount_store(struct fs_store *s)
+{
+    struct teardown t = {0};
+    bool ended = loop_ended(s);
+    pthread_mutex_lock(&s->se_lock);
+    bool was_mounted = s->mounted;
+    s->mounted = false;
+    pthread_mutex_unlock(&s->se_lock);
+    if (was_mounted && !ended) {
+        struct stat st; /* served by the loop; looked up from the parent held open */
+        const char *name = strrchr(s->mount_path, '/') + 1;
+        t.have_dev = s->parent_fd >= 0
+                         ? fstatat(s->parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
+                         : stat(s->mount_path, &st) == 0;
+        t.dev = t.have_dev ? st.st_dev : 0;
+        t.serving = true;
+        fuse_session_unmount(s->se);
+    } else if (was_mounted) {
+        /* Unmounted from outside: libfuse sees the device report an
+         * error and unmounts nothing more, but frees what the mount holds
+         * (its mount point).  Or the connection was aborted, which leaves
+         * the mount in place. */
+        fuse_session_unmount(s->se);
+        detach_aborted(s);
+    }
+    return t;
+}
+
+/* After the waits: the loop joined (or left to end by itself), the
+ * directories made for the store, its sync and its lock; then torn(s). */
+static void finish_store(struct fs_store *s, void (*torn)(const struct fs_store *))
 {
     if (s->se) {
-        bool ended = __atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE);
-        pthread_mutex_lock(&s->se_lock);
-        bool was_mounted = s->mounted;
-        s->mounted = false;
-        pthread_mutex_unlock(&s->se_lock);
-        if (was_mounted && !ended) {
-            struct stat st; /* served by the loop; looked up from the parent held open */
-            const char *name = strrchr(s->mount_path, '/') + 1;
-            bool have_dev = s->parent_fd >= 0
-                                ? fstatat(s->parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
-                                : stat(s->mount_path, &st) == 0;
-            /* Lazy: files still open keep the connection, and the loop
-             * serves them for up to 2 s; the last one closed ends the
-             * connection, and so the loop.  The session is told to exit
-             * only then: libfuse drops a request it reads after that,
-             * so a close in the grace failed (ENOTCONN), and the loop
-             * ended at once when it was between two requests as the exit
-             * came, so that the grace was a matter of timing. */
-            fuse_session_unmount(s->se);
-            for (int i = 0; i < 40 && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE); i++)
-                usleep(50 * 1000);
-            fuse_session_exit(s->se);
-            if (!__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE) && have_dev)
-                abort_connection(s, st.st_dev);
-        } else if (was_mounted) {
-            /* Unmounted from outside: libfuse sees the device report an
-             * error and unmounts nothing more, but frees what the mount
-             * holds (its mount point).  Or the connection was aborted,
-             * which leaves the mount in place. */
-            fuse_session_unmount(s->se);
-            detach_aborted(s);
-        }
-        /* Files still open keep the detached mount and its connection,
-         * when the abort above could not end it, and the loop sees that
-         * the session exited only at the next request: nothing says when
-         * that comes.  The store is torn down around the loop, whose
-         * thread is joined once it ends (daemon_reap_loops; closing the
-         * loop's descriptor, fuseio.c, then ends the connection), or ends
-         * with the process, whose exit closes the device. */
-        for (int i = 0; i < 20 && s->loop_running &&
-                        !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE); i++)
-            usleep(50 * 1000);
-        if (s->loop_running && !__atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE)) {
+        if (s->loop_running && !loop_ended(s)) {
             log_warn("files of the store are still open; their connection ends at their next "
                      "request (ENOTCONN), or when the daemon exits", "memory_store_id", s->id,
                      "path", s->mount_path);
@@ -330,6 +349,47 @@ void daemon_teardown_store(struct fs_store *s)
     if (!s->loop_left) /* (else once its requests in flight are done: reaped) */
         unlock_store(s);
     __atomic_store_n(&s->gone, true, __ATOMIC_RELEASE); /* histserve.c reads it on its threads */
+    if (torn)
+        torn(s);
+}
+
+void daemon_teardown_stores(struct fs_store **v, size_t n, void (*torn)(const struct fs_store *))
+{
+    struct teardown t[16] = {{0}};
+    bool serving[16] = {0}, running[16] = {0};
+    if (n > 16)
+        n = 16; /* (a daemon mounts at most 8 stores) */
+    for (size_t i = 0; i < n; i++)
+        if (v[i]->se) {
+            t[i] = unmount_store(v[i]);
+            serving[i] = t[i].serving;
+        }
+    /* Every store at once: the loops serve the files still held open for
+     * up to 2 s in all (not 2 s a store, which held the session's end up
+     * 16 s for 8 stores); the last file of a store closed ends its
+     * connection, and so its loop.  Each session is told to exit only
+     * then: libfuse drops a request it reads after that, so a close in
+     * the wait failed (ENOTCONN), and a loop between two requests as the
+     * exit came ended at once. */
+    wait_loops(v, serving, n, 2000);
+    for (size_t i = 0; i < n; i++)
+        if (serving[i]) {
+            fuse_session_exit(v[i]->se);
+            if (!loop_ended(v[i]) && t[i].have_dev)
+                abort_connection(v[i], t[i].dev);
+        }
+    /* Files still open keep a detached mount and its connection when the
+     * abort could not end it, and the loop sees that the session exited
+     * only at the next request: nothing says when that comes.  Such a
+     * store is torn down around its loop, whose thread is joined once it
+     * ends (daemon_reap_loops; closing the loop's descriptor, fuseio.c,
+     * then ends the connection), or ends with the process, whose exit
+     * closes the device. */
+    for (size_t i = 0; i < n; i++)
+        running[i] = v[i]->se && v[i]->loop_running;
+    wait_loops(v, running, n, 1000);
+    for (size_t i = 0; i < n; i++)
+        finish_store(v[i], torn);
 }
 
 size_t daemon_reap_loops(struct fs_store *v, size_t n)

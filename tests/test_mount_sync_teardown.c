@@ -1,8 +1,8 @@
 /* test_mount_sync_teardown.c - the teardown after the final sync:
- * `unmount --all` tears the stores down one after the other, and a store
- * whose files are still held open gets a grace (2 s) in which its loop
- * serves them before its connection is aborted.  An edit closed in a
- * store still mounted during another's teardown, or in the grace, is
+ * `unmount --all` tears the stores down together, and stores whose files
+ * are still held open get one grace (2 s) in which their loops serve
+ * them before their connections are aborted.  An edit closed in a store
+ * still mounted during another's final sync, or in the grace, is
  * saved in the cache and named by the unmount as not pushed; the next
  * mount with the same cache pushes it.  Two unmounts at once get the same
  * answer. */
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_mount_sync.h"
@@ -75,39 +76,38 @@ static pid_t unmount_after_reads(const char *file, long n)
     return u;
 }
 
-/* `unmount --all` of two stores: while the first one's teardown waits for
- * a file held open in it, the second is still mounted, and an edit closed
- * there then is not pushed: the unmount must say so (exit 3), not report
- * everything pushed. */
-Test(mount_sync_teardown, an_edit_closed_during_the_teardown_of_another_store_is_reported)
+/* `unmount --all` of two stores syncs them one after the other, then
+ * tears them down together.  The first store stays mounted while the
+ * second's final sync waits for the server, and an edit closed there then
+ * is not pushed: the unmount must say so (exit 3), not report everything
+ * pushed.  (Until 7 December 2026 the stores were torn down one after the
+ * other, and this test held a file open in the first so that an edit
+ * landed in the second during the first one's wait.) */
+Test(mount_sync_teardown, an_edit_closed_during_the_final_sync_of_another_store_is_reported)
 {
     char *store_b = t_create_store(&E.msd, "Unmount B");
     cr_assert_not_null(store_b);
-    char mnt_b[400], opts[700], path[600], late[600], outf[600];
+    char mnt_b[400], opts[700], fault[700], late[600], outf[600];
     snprintf(mnt_b, sizeof(mnt_b), "%s/b", E.mnt);
     snprintf(opts, sizeof(opts), "--sync-interval 3600 --store %s:%s", store_b, mnt_b);
     sy_mount(false, opts);
     sy_after_sync();
-    /* A reader holds a file of the first store: its teardown waits 2 s. */
-    snprintf(path, sizeof(path), "%s/edit.md", mnt);
-    writer_pid = mnt_hold_open((const char *const[]){path}, 1, O_RDONLY, NULL);
+    /* The second store's final sync waits 2 s for its first read. */
+    snprintf(fault, sizeof(fault), "{\"action\":\"latency\",\"latency_ms\":2000,\"method\":"
+             "\"GET\",\"path\":\"/v1/memory_stores/%s/*\"}", store_b);
+    sy_fault(fault);
     snprintf(outf, sizeof(outf), "%s/unmount.out", E.root);
-    /* Both final syncs read the version feed (or list the store): once
-     * both did, the syncs are over, and the first teardown waits for the
-     * reader. */
+    /* The first store's sync is over once the second's has sent its read. */
     pid_t u = unmount_after_reads(outf, 2);
-    /* The second sync's answer is applied; the first teardown's wait for
-     * the reader (2 s) leaves the second store mounted past this. */
-    usleep(800 * 1000);
-    snprintf(late, sizeof(late), "%s/late.md", mnt_b);
+    snprintf(late, sizeof(late), "%s/late.md", mnt);
     int wrote = mnt_write(late, "late\n");
     int status = 0;
     cr_assert_eq(waitpid(u, &status, 0), u);
     cr_assert(WIFEXITED(status));
     size_t len = 0;
     char *out = mnt_read(outf, &len);
-    cr_assert_eq(wrote, 0, "the second store was gone already: the order of the teardown "
-                 "changed, this test needs it (%s)", out ? out : "");
+    cr_assert_eq(wrote, 0, "the first store was gone already: the final syncs no longer "
+                 "run one after the other, this test needs it (%s)", out ? out : "");
     char *c = sy_content("/late.md");
     cr_assert_null(c, "the late edit was pushed after all");
     cr_expect_eq(WEXITSTATUS(status), 3, "the unmount exited %d with an edit unpushed: %s",
@@ -116,6 +116,63 @@ Test(mount_sync_teardown, an_edit_closed_during_the_teardown_of_another_store_is
               out ? out : "");
     free(out);
     free(store_b);
+}
+
+/* Milliseconds since the epoch of a log line's ts=, or -1. */
+static long long line_ms(const char *line)
+{
+    struct tm tm = {0};
+    int ms = 0;
+    const char *ts = strstr(line, "ts=");
+    if (!ts || sscanf(ts, "ts=%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                      &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (long long)timegm(&tm) * 1000 + ms;
+}
+
+/* Three stores, each with a directory held open through `unmount --all`:
+ * their teardowns wait for those files together, so the session's end is
+ * held up 2 s whatever the number of stores, not 2 s a store (8 stores
+ * took 16 s past their final syncs, outside --flush-timeout).  The three
+ * connections are aborted together: before, one after the other, at
+ * least 2 s apart. */
+Test(mount_sync_teardown, stores_holding_files_open_are_torn_down_together)
+{
+    char *b = t_create_store(&E.msd, "Held B"), *c = t_create_store(&E.msd, "Held C");
+    cr_assert(b && c);
+    char mnt_b[400], mnt_c[400], opts[1200], outf[600];
+    snprintf(mnt_b, sizeof(mnt_b), "%s/b", E.mnt);
+    snprintf(mnt_c, sizeof(mnt_c), "%s/c", E.mnt);
+    snprintf(opts, sizeof(opts), "--sync-interval 3600 --store %s:%s --store %s:%s", b, mnt_b,
+             c, mnt_c);
+    sy_mount(false, opts);
+    writer_pid = mnt_hold_open((const char *const[]){mnt, mnt_b, mnt_c}, 3, O_RDONLY, NULL);
+    snprintf(outf, sizeof(outf), "%s/unmount.out", E.root);
+    pid_t u = unmount_in_background(outf);
+    int status = 0;
+    cr_assert_eq(waitpid(u, &status, 0), u);
+    size_t len = 0;
+    char *out = mnt_read(outf, &len);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the unmount exited %d: %s",
+              WEXITSTATUS(status), out ? out : "");
+    free(out);
+    char *lines = sy_log_grep("their connection was aborted");
+    long long first = -1, last = -1;
+    int n = 0;
+    for (char *l = strtok(lines, "\n"); l; l = strtok(NULL, "\n"), n++) {
+        long long t = line_ms(l);
+        cr_assert_geq(t, 0, "no time in the line: %s", l);
+        first = first < 0 || t < first ? t : first;
+        last = t > last ? t : last;
+    }
+    cr_expect_eq(n, 3, "the three held connections were not each aborted: %d lines", n);
+    cr_expect_leq(last - first, 1000, "the stores were torn down one after the other: their "
+                  "connections were aborted over %lld ms", last - first);
+    free(lines);
+    free(b);
+    free(c);
 }
 
 /* A writer that holds path open (flags), having written before, then,

@@ -272,26 +272,26 @@ static bool loop_ended(const struct fs_store *s)
     return __atomic_load_n(&s->loop_done, __ATOMIC_ACQUIRE);
 }
 
-/* Waits up to ms for the loops of v[0..n) marked in wait[] to end. */
-static void wait_loops(struct fs_store **v, const bool *wait, size_t n, int ms)
+/* One store's teardown: whether the next wait is for its loop (first:
+ * the loop still served the mount, so that files held open are served
+ * through the wait), and the connection's device to abort it by. */
+struct teardown {
+    bool wait, have_dev;
+    dev_t dev;
+};
+
+/* Waits up to ms for the loops of v[0..n) whose t[i].wait is set to end. */
+static void wait_loops(struct fs_store **v, const struct teardown *t, size_t n, int ms)
 {
-    for (int t = 0; t < ms; t += 50) {
+    for (int waited = 0; waited < ms; waited += 50) {
         bool running = false;
         for (size_t i = 0; i < n && !running; i++)
-            running = wait[i] && !loop_ended(v[i]);
+            running = t[i].wait && !loop_ended(v[i]);
         if (!running)
             return;
         usleep(50 * 1000);
     }
 }
-
-/* How a store's teardown began: whether its loop still served the mount
- * (so that files held open are served through the wait), and the
- * connection's device to abort it by. */
-struct teardown {
-    bool serving, have_dev;
-    dev_t dev;
-};
 
 /* Takes the mount away: lazily when the loop still serves it (files open
  * keep the connection, and the loop serves them), else what an unmount or
@@ -311,7 +311,7 @@ static struct teardown unmount_store(struct fs_store *s)
                          ? fstatat(s->parent_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0
                          : stat(s->mount_path, &st) == 0;
         t.dev = t.have_dev ? st.st_dev : 0;
-        t.serving = true;
+        t.wait = true;
         fuse_session_unmount(s->se);
     } else if (was_mounted) {
         /* Unmounted from outside: libfuse sees the device report an
@@ -356,14 +356,11 @@ static void finish_store(struct fs_store *s, void (*torn)(const struct fs_store 
 void daemon_teardown_stores(struct fs_store **v, size_t n, void (*torn)(const struct fs_store *))
 {
     struct teardown t[16] = {{0}};
-    bool serving[16] = {0}, running[16] = {0};
     if (n > 16)
         n = 16; /* (a daemon mounts at most 8 stores) */
     for (size_t i = 0; i < n; i++)
-        if (v[i]->se) {
+        if (v[i]->se)
             t[i] = unmount_store(v[i]);
-            serving[i] = t[i].serving;
-        }
     /* Every store at once: the loops serve the files still held open for
      * up to 2 s in all (not 2 s a store, which held the session's end up
      * 16 s for 8 stores); the last file of a store closed ends its
@@ -371,9 +368,9 @@ void daemon_teardown_stores(struct fs_store **v, size_t n, void (*torn)(const st
      * then: libfuse drops a request it reads after that, so a close in
      * the wait failed (ENOTCONN), and a loop between two requests as the
      * exit came ended at once. */
-    wait_loops(v, serving, n, 2000);
+    wait_loops(v, t, n, 2000);
     for (size_t i = 0; i < n; i++)
-        if (serving[i]) {
+        if (t[i].wait) {
             fuse_session_exit(v[i]->se);
             if (!loop_ended(v[i]) && t[i].have_dev)
                 abort_connection(v[i], t[i].dev);
@@ -386,8 +383,8 @@ void daemon_teardown_stores(struct fs_store **v, size_t n, void (*torn)(const st
      * then ends the connection), or ends with the process, whose exit
      * closes the device. */
     for (size_t i = 0; i < n; i++)
-        running[i] = v[i]->se && v[i]->loop_running;
-    wait_loops(v, running, n, 1000);
+        t[i].wait = v[i]->se && v[i]->loop_running;
+    wait_loops(v, t, n, 1000);
     for (size_t i = 0; i < n; i++)
         finish_store(v[i], torn);
 }

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mnt.h"
 
@@ -79,6 +80,9 @@ int sy_log_count(const char *a, const char *b);
 /* The lines of the log holding a (for assertion messages; malloc'd). */
 char *sy_log_grep(const char *a);
 bool sy_wait_log(const char *a, const char *b, int min, int timeout_s);
+/* "2026-12-01T04:05:06.123Z" (a log line's ts=, an API timestamp) in ms
+ * since the epoch; asserts it parses. */
+int64_t sy_ts_ms(const char *s);
 
 /* POST /admin/faults body; asserts 200. */
 void sy_fault(const char *json);

@@ -57,19 +57,6 @@ static int64_t now_ms(void)
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* "2026-12-01T04:05:06.123Z" in ms since the epoch. */
-static int64_t ts_ms(const char *s)
-{
-    struct tm tm = {0};
-    cr_assert_not_null(s);
-    const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-    cr_assert_not_null(rest, "bad timestamp %s", s);
-    int ms = 0;
-    if (*rest == '.')
-        ms = atoi(rest + 1);
-    return (int64_t)timegm(&tm) * 1000 + ms;
-}
-
 /* The created_at (ms) of every "created" version of store id whose path
  * starts with prefix, oldest first, into v (at most max); the count. */
 static size_t creates(const char *id, const char *prefix, int64_t *v, size_t max)
@@ -85,7 +72,7 @@ static size_t creates(const char *id, const char *prefix, int64_t *v, size_t max
     cJSON_ArrayForEach(it, l) {
         const char *p = tj_str(it, "path");
         if (p && strncmp(p, prefix, strlen(prefix)) == 0 && n < max)
-            v[n++] = ts_ms(tj_str(it, "created_at"));
+            v[n++] = sy_ts_ms(tj_str(it, "created_at"));
     }
     cJSON_Delete(l);
     /* newest first from the feed: reverse */

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "test_mount_sync.h"
@@ -118,20 +117,6 @@ Test(mount_sync_teardown, an_edit_closed_during_the_final_sync_of_another_store_
     free(store_b);
 }
 
-/* Milliseconds since the epoch of a log line's ts=, or -1. */
-static long long line_ms(const char *line)
-{
-    struct tm tm = {0};
-    int ms = 0;
-    const char *ts = strstr(line, "ts=");
-    if (!ts || sscanf(ts, "ts=%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                      &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) != 7)
-        return -1;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return (long long)timegm(&tm) * 1000 + ms;
-}
-
 /* Three stores, each with a directory held open through `unmount --all`:
  * their teardowns wait for those files together, so the session's end is
  * held up 2 s whatever the number of stores, not 2 s a store (8 stores
@@ -159,17 +144,18 @@ Test(mount_sync_teardown, stores_holding_files_open_are_torn_down_together)
               WEXITSTATUS(status), out ? out : "");
     free(out);
     char *lines = sy_log_grep("their connection was aborted");
-    long long first = -1, last = -1;
+    int64_t first = -1, last = -1;
     int n = 0;
     for (char *l = strtok(lines, "\n"); l; l = strtok(NULL, "\n"), n++) {
-        long long t = line_ms(l);
-        cr_assert_geq(t, 0, "no time in the line: %s", l);
+        const char *ts = strstr(l, "ts=");
+        cr_assert_not_null(ts, "no time in the line: %s", l);
+        int64_t t = sy_ts_ms(ts + 3);
         first = first < 0 || t < first ? t : first;
         last = t > last ? t : last;
     }
     cr_expect_eq(n, 3, "the three held connections were not each aborted: %d lines", n);
     cr_expect_leq(last - first, 1000, "the stores were torn down one after the other: their "
-                  "connections were aborted over %lld ms", last - first);
+                  "connections were aborted over %lld ms", (long long)(last - first));
     free(lines);
     free(b);
     free(c);

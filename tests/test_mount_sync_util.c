@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sha256.h"
@@ -392,4 +393,16 @@ char *sy_records_at(const char *path)
     return mnt_q(&E, "SELECT group_concat(t, '|') FROM (SELECT CAST(b.data AS TEXT) AS t"
                      " FROM conflicts k JOIN blobs b ON b.sha = k.local_sha"
                      " WHERE k.path = '%s' ORDER BY k.id)", path);
+}
+
+int64_t sy_ts_ms(const char *s)
+{
+    struct tm tm = {0};
+    cr_assert_not_null(s);
+    const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    cr_assert_not_null(rest, "bad timestamp %s", s);
+    int ms = 0;
+    if (*rest == '.')
+        ms = atoi(rest + 1);
+    return (int64_t)timegm(&tm) * 1000 + ms;
 }

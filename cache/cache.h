@@ -51,7 +51,7 @@ struct cnode {
     bool unlinked;                      /* removed; kept while the kernel may use it */
     char refused_sha[SHA256_HEX_LEN + 1]; /* content the server refused, "" if none */
     int unsaved;                        /* enum cache_saved */
-    int64_t used_ns;                    /* last open (hour granularity), 0 never */
+    int64_t used_ns;                    /* last open (hourly), create or save here; 0 never */
     bool evicted;                       /* its content was evicted (--cache-max-size) */
 };
 
@@ -306,9 +306,9 @@ struct cache_gc_report {
 };
 /* One round: prunes conflict records past the policy, frees content
  * nothing needs, evicts clean content past max_bytes (least recently
- * opened first; never dirty, refused, new or open files, conflict records
- * or uploads in flight), gives free pages back to the file system and
- * trims the write-ahead log.  r may be NULL. */
+ * used first: opened, or created or saved here; never dirty, refused, new
+ * or open files, conflict records or uploads in flight), gives free pages
+ * back to the file system and trims the write-ahead log.  r may be NULL. */
 int cache_housekeep(struct cache *c, const struct cache_policy *p, cache_busy_fn busy, void *arg,
                     struct cache_gc_report *r);
 /* The file was opened at now_ns: recorded (an hour's granularity) as the

@@ -101,7 +101,8 @@ static int content_check(struct cache *c, struct content_args *a, struct cnode *
 }
 
 /* The save itself, after content_check: the bytes stored, then either the
- * node's content replaced or, when it moved, a conflict record kept. */
+ * node's content replaced (and the file stamped used now: a save here is a
+ * use, in the eviction order) or, when it moved, a conflict record kept. */
 static int content_apply(struct cache *c, struct content_args *a, const struct cnode *n)
 {
     sqlite3_stmt *st;
@@ -114,8 +115,8 @@ static int content_apply(struct cache *c, struct content_args *a, const struct c
     if (rc)
         return rc;
     rc = db_cached(c, DB_ST_SET_CONTENT,
-                   "UPDATE nodes SET sha = ?1, size = ?2, mtime = ?3, ctime = ?4, unsaved = ?6,"
-                   " state = CASE WHEN memory_id IS NOT NULL AND ?1 IS base_sha"
+                   "UPDATE nodes SET sha = ?1, size = ?2, mtime = ?3, ctime = ?4, used = ?4,"
+                   " unsaved = ?6, state = CASE WHEN memory_id IS NOT NULL AND ?1 IS base_sha"
                    " AND path IS base_path THEN 0 ELSE 1 END WHERE ino = ?5", &st);
     if (rc)
         return rc;

@@ -132,7 +132,8 @@ static const struct {
     {"conflicts", "kind", "INTEGER NOT NULL DEFAULT 0"},
     /* access time (ns); NULL: the same as mtime (set by utimensat only) */
     {"nodes", "atime", "INTEGER"},
-    /* when the file was last opened (ns, hour granularity): the eviction order */
+    /* when the file was last used (ns): opened (hour granularity), created or
+     * saved here; the eviction order */
     {"nodes", "used", "INTEGER"},
     /* the content hash --cache-max-size evicted: fetched on open, not prefetched */
     {"nodes", "evicted", "TEXT"},

@@ -23,7 +23,8 @@
  * Eviction (cache_housekeep with max_bytes): while the content held is
  * over the limit, the content of clean files (synced, not dirty, not
  * refused, not a new file, not open here, referenced by nothing else) is
- * dropped, least recently opened first.  The node keeps its hash and
+ * dropped, least recently used first (opened, or created or saved here:
+ * `used`).  The node keeps its hash and
  * records it in `evicted`: the prefetch leaves it alone, and an open
  * downloads it again (fs/ops_content.c ops_load -> syncer_fetch).  Dirty content,
  * baselines of dirty files, conflict records and uploads in flight are
@@ -256,7 +257,7 @@ static bool in_use(struct cache *c, const char *sha, cache_busy_fn busy, void *a
     return used;
 }
 
-/* Drops clean content, least recently opened first, until the content
+/* Drops clean content, least recently used first, until the content
  * held is at most max bytes (or nothing more may go). */
 static int evict(struct cache *c, uint64_t max, cache_busy_fn busy, void *arg,
                  struct cache_gc_report *r)

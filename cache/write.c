@@ -318,7 +318,7 @@ static int new_file_node(const struct create_args *a, uint64_t ino, const char *
         cnode_clear(n);
         return -ENOMEM;
     }
-    n->mtime_ns = n->ctime_ns = n->atime_ns = a->now;
+    n->mtime_ns = n->ctime_ns = n->atime_ns = n->used_ns = a->now;
     memcpy(n->sha, DB_EMPTY_SHA, sizeof(n->sha));
     n->state = CNODE_DIRTY;
     n->has_content = true; /* the empty blob is kept for good */
@@ -362,9 +362,12 @@ static int create_tx(struct cache *c, void *arg)
     if (!rc && !a->is_dir)
         rc = db_blob_put(c, sha, "", 0, "put empty blob");
     if (!rc)
+        /* A file made here is used now (the eviction order): its first
+         * open then writes no stamp. */
         rc = db_prepare(c, "INSERT INTO nodes(ino, store, parent, name, path, is_dir, size, mtime,"
-                           " ctime, atime, sha, state, unsaved)"
-                           " VALUES (?10, ?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?7, NULLIF(?8, ''), 1, ?9)",
+                           " ctime, atime, sha, state, unsaved, used)"
+                           " VALUES (?10, ?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?7, NULLIF(?8, ''), 1, ?9,"
+                           " CASE WHEN ?5 THEN NULL ELSE ?6 END)",
                         &st);
     if (!rc) {
         sqlite3_bind_text(st, 1, store, -1, SQLITE_TRANSIENT);

@@ -137,7 +137,8 @@ int ops_load(struct fs_store *s, struct ofile *f)
             rc = -EIO;
         if (!rc && !n.is_dir) {
             /* The eviction order of --cache-max-size (least recently
-             * opened first), refreshed at most once an hour. */
+             * used first), refreshed at most once an hour (a creation
+             * or a save here stamps it too, cache/write.c, content.c). */
             int64_t now = ops_now_ns();
             if (n.used_ns < now - 3600LL * 1000000000LL)
                 cache_mark_used(s->cache, n.ino, now);

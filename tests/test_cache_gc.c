@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -297,6 +298,84 @@ Test(cache_gc, eviction_drops_clean_content_only)
     cr_assert_eq(cache_housekeep(C, &p, busy, NULL, &rep), 0);
     cr_expect_eq(rep.evicted, 0);
     cr_expect(!rep.over_limit);
+}
+
+/* A clean file made here from nothing by cache_create and a save, then
+ * pushed (cache_mark_synced): path "/NAME", memory "mem_NAME". */
+static uint64_t made_here(const char *name, const char *content, int64_t now)
+{
+    struct cnode n;
+    cr_assert_eq(cache_create(C, root, name, false, now, &n), 0);
+    uint64_t ino = n.ino;
+    cnode_clear(&n);
+    cr_assert_eq(cache_getattr(C, ino, &n), 0);
+    cr_expect_eq(n.used_ns, now, "a file made here is not stamped used at its creation");
+    cnode_clear(&n);
+    char sha[65], path[64], mem[64];
+    cr_assert_eq(cache_set_content(C, ino, content, strlen(content), now, sha), 0);
+    snprintf(path, sizeof(path), "/%s", name);
+    snprintf(mem, sizeof(mem), "mem_%s", name);
+    cr_assert_eq(cache_mark_synced(C, ino, mem, sha, path), 0);
+    return ino;
+}
+
+/* --cache-max-size evicts the least recently used first, and a file
+ * created or saved here is used then, not only when it is opened: before
+ * 8 December 2026 only an open stamped it, so a note written here and
+ * never opened again went before files last opened hours ago. */
+Test(cache_gc, eviction_takes_the_least_recently_used_first)
+{
+    const int64_t hour = 3600LL * 1000000000LL;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    const char *body[] = {"never-open", "opened-2h-", "opened-now", "edit-3h-ag"};
+    char sha[4][65];
+    for (int i = 0; i < 4; i++) {
+        sha256_hex(body[i], strlen(body[i]), sha[i]);
+        cr_assert_eq(cache_blob_put(C, sha[i], body[i], strlen(body[i])), 0);
+    }
+    struct cache_remote r[] = {
+        {"/a.md", "mem_a", sha_a, 3, 0},
+        {"/d/b.md", "mem_b", sha_b, 4, 0},
+        {"/never.md", "mem_never", sha[0], 10, 0},
+        {"/old.md", "mem_old", sha[1], 10, 0},
+        {"/recent.md", "mem_recent", sha[2], 10, 0},
+        {"/edited.md", "mem_edited.md", sha[3], 10, 0},
+    };
+    cr_assert_eq(cache_apply_remote(C, ST, r, 6, NULL), 0);
+    cr_assert_eq(cache_mark_used(C, child(root, "a.md"), now), 0);
+    cr_assert_eq(cache_mark_used(C, child(child(root, "d"), "b.md"), now), 0);
+    cr_assert_eq(cache_mark_used(C, child(root, "old.md"), now - 2 * hour), 0);
+    cr_assert_eq(cache_mark_used(C, child(root, "recent.md"), now), 0);
+    uint64_t edited = child(root, "edited.md");
+    cr_assert_eq(cache_mark_used(C, edited, now - 3 * hour), 0);
+    /* edited.md: saved here now, then pushed; mine.md: made here now */
+    char sha_e[65];
+    cr_assert_eq(cache_set_content(C, edited, "EDITED-NOW", 10, now, sha_e), 0);
+    cr_assert_eq(cache_mark_synced(C, edited, "mem_edited.md", sha_e, "/edited.md"), 0);
+    uint64_t mine = made_here("mine.md", "made-here!", now);
+    struct cnode n;
+    cr_assert_eq(cache_getattr(C, mine, &n), 0);
+    cr_expect_geq(n.used_ns, now, "a save here does not stamp the file used");
+    cr_expect_eq(n.state, CNODE_CLEAN);
+    cnode_clear(&n);
+    cr_assert_eq(cache_getattr(C, edited, &n), 0);
+    cr_expect_geq(n.used_ns, now, "a save here does not stamp the file used");
+    cr_expect_eq(n.state, CNODE_CLEAN);
+    cnode_clear(&n);
+
+    /* 7 bytes (a.md, d/b.md) + 5 files of 10: 57; 37 keeps three of the five */
+    struct cache_gc_report rep;
+    struct cache_policy p = {.max_bytes = 37};
+    cr_assert_eq(cache_housekeep(C, &p, NULL, NULL, &rep), 0);
+    cr_expect_eq(rep.evicted, 2, "%llu evicted", (unsigned long long)rep.evicted);
+    cr_expect(!has("never-open"), "a file never opened was kept");
+    cr_expect(!has("opened-2h-"), "the file opened 2 h ago was kept");
+    cr_expect(has("opened-now"), "the file opened now was evicted");
+    cr_expect(has("made-here!"), "a file made here now was evicted before files opened hours ago");
+    cr_expect(has("EDITED-NOW"), "a file saved here now was evicted as if last used 3 h ago");
+    cr_expect(has("aaa") && has("bbbb"));
 }
 
 static size_t ntombstones(void)

@@ -23,10 +23,10 @@
  * Eviction (cache_housekeep with max_bytes): while the content held is
  * over the limit, the content of clean files (synced, not dirty, not
  * refused, not a new file, not open here, referenced by nothing else) is
- * dropped, least recently used first (opened, or created or saved here:
- * `used`).  The node keeps its hash and
- * records it in `evicted`: the prefetch leaves it alone, and an open
- * downloads it again (fs/ops_content.c ops_load -> syncer_fetch).  Dirty content,
+ * dropped, least recently used first (`used`: opened, or created or saved
+ * here).  The node keeps its hash and records it in `evicted`: the
+ * prefetch leaves it alone, and an open downloads it again
+ * (fs/ops_content.c ops_load -> syncer_fetch).  Dirty content,
  * baselines of dirty files, conflict records and uploads in flight are
  * never evicted.
  *

@@ -361,9 +361,9 @@ static int create_tx(struct cache *c, void *arg)
     const char *sha = a->is_dir ? "" : DB_EMPTY_SHA; /* a new file is empty */
     if (!rc && !a->is_dir)
         rc = db_blob_put(c, sha, "", 0, "put empty blob");
+    /* A file made here is used now (the eviction order): its first open
+     * then writes no stamp. */
     if (!rc)
-        /* A file made here is used now (the eviction order): its first
-         * open then writes no stamp. */
         rc = db_prepare(c, "INSERT INTO nodes(ino, store, parent, name, path, is_dir, size, mtime,"
                            " ctime, atime, sha, state, unsaved, used)"
                            " VALUES (?10, ?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?7, NULLIF(?8, ''), 1, ?9,"
